@@ -1,0 +1,45 @@
+# Two commands do all the set-up: `make run` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP_RUN  := $(VENV)/.installed-run
+STAMP_DEV  := $(VENV)/.installed-dev
+
+.PHONY: run test lint types unit gate bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP_RUN): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(STAMP_DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(STAMP_RUN)
+
+run: $(STAMP_RUN)
+	$(BIN)/factrail serve
+
+test: $(STAMP_DEV) lint types unit gate
+
+lint: $(STAMP_DEV)
+	$(BIN)/ruff check factrail app tests bench
+	$(BIN)/ruff format --check factrail app tests bench
+
+types: $(STAMP_DEV)
+	$(BIN)/mypy factrail app
+
+unit: $(STAMP_DEV)
+	$(BIN)/pytest -q
+
+gate: $(STAMP_DEV)
+	$(BIN)/factrail eval --synthetic 40 --seed 0 --gate eval/baseline.json
+
+bench: $(STAMP_DEV)
+	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/proxy.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

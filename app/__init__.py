@@ -1,0 +1,1 @@
+"""factrail gateway: the FastAPI app that compacts OpenAI-compatible requests in flight."""

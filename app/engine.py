@@ -1,0 +1,125 @@
+"""What the gateway needs from the engine, and how it builds the real one from its settings.
+
+The gateway depends on the `Engine` bundle only, so tests inject fakes and the real
+`factrail.session.SessionCompactor` is wired in one place (`build_engine`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from app.settings import Settings
+from factrail.core.formats import openai_chat, responses
+from factrail.core.formats.base import Document
+from factrail.core.plan import JudgeRequest
+from factrail.judges.base import Judge, JudgeRound
+from factrail.session import CompactorConfig, SessionCompactor, TurnResult, session_key
+from factrail.stores.outputs import OutputStore
+from factrail.stores.paths import cache_root, data_root
+from factrail.stores.state import StateStore
+
+class Compactor(Protocol):
+    """The per-request compaction step (`factrail.session.SessionCompactor`)."""
+
+    async def compact(
+        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+    ) -> TurnResult:
+        """Re-apply, decide, judge, apply the rails, save, persist."""
+        ...
+
+    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
+        """Calibrate the token estimate from the upstream's reported prompt tokens."""
+        ...
+
+
+SessionKey = Callable[[str | None, Document, str], str]
+Parser = Callable[[Any], Document]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The compactor, the session-key function and a parser per body field."""
+
+    compactor: Compactor
+    session_key: SessionKey
+    parsers: Mapping[str, Parser]
+    """Body field → parser: `messages` (chat completions), `input` (Responses)."""
+
+
+def compactor_config(settings: Settings) -> CompactorConfig:
+    """The engine's configuration from the gateway settings."""
+    return CompactorConfig(
+        trigger_tokens=settings.trigger_tokens,
+        trigger_percent=settings.trigger_percent,
+        rearm_tokens=settings.rearm_tokens,
+        preserve_recent=settings.preserve_recent,
+        judge_deadline_ms=settings.judge_deadline_ms,
+        egress=settings.egress,
+        taint_tools=settings.taint_tools,
+        taint_skills=settings.taint_skills,
+        save_outputs=settings.save_outputs,
+        context_windows=dict(settings.context_windows),
+    )
+
+
+def default_state_url(settings: Settings) -> str:
+    """`FACTRAIL_STATE_URL`, else `sqlite:///$XDG_DATA_HOME/factrail/state.db`, else memory."""
+    if settings.state_url:
+        return settings.state_url
+    root = data_root()
+    return "memory://" if root is None else f"sqlite://{root / 'state.db'}"
+
+
+def open_outputs(settings: Settings) -> OutputStore | None:
+    """The saved-output store (`FACTRAIL_OUTPUTS_DIR`, else the XDG cache), or None."""
+    secrets = [settings.judge_api_key.get_secret_value(), settings.admin_key.get_secret_value()]
+    if settings.outputs_dir:
+        return OutputStore(Path(settings.outputs_dir), secrets)
+    root = cache_root()
+    return None if root is None else OutputStore(root / "outputs", secrets)
+
+
+class TimedJudge:
+    """A judge wrapper that records `factrail_judge_seconds` for every round it runs."""
+
+    def __init__(self, judge: Judge, observe: Callable[[float], None]) -> None:
+        self._judge = judge
+        self._observe = observe
+        self.kind = judge.kind
+        self.model = judge.model
+        self.local = judge.local
+        self.endpoint = judge.endpoint
+
+    async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
+        """Delegate, timing the round."""
+        started = time.perf_counter()
+        try:
+            return await self._judge.ask(requests, deadline=deadline)
+        finally:
+            self._observe(time.perf_counter() - started)
+
+
+def build_engine(
+    settings: Settings,
+    *,
+    state: StateStore,
+    outputs: OutputStore | None,
+    judge: Judge,
+    observe_judge: Callable[[float], None],
+) -> Engine:
+    """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
+    compactor = SessionCompactor(
+        compactor_config(settings),
+        state=state,
+        outputs=outputs,
+        judge=TimedJudge(judge, observe_judge),
+    )
+    return Engine(
+        compactor=compactor,
+        session_key=session_key,
+        parsers={"messages": openai_chat.parse, "input": responses.parse},
+    )

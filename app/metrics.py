@@ -1,0 +1,140 @@
+"""Prometheus metrics of the gateway (DESIGN §4): own registry, base units, explicit buckets.
+
+Label values come from small fixed sets (routes, outcomes, judge kinds, reasons, families);
+nothing per session, model or path is ever a label.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from factrail import __version__
+from factrail.session import TurnResult
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+TOKEN_BUCKETS = (
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 75_000, 100_000, 125_000, 150_000,
+    175_000, 200_000, 250_000, 300_000, 400_000, 500_000, 750_000, 1_000_000, 2_000_000,
+)  # fmt: skip
+RATIO_BUCKETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
+OVERHEAD_BUCKETS = (
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+)  # fmt: skip
+UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0)
+COMPACTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0)
+COUNT_BUCKETS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
+
+
+class Metrics:
+    """Every metric the gateway exports, registered in one private registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = "factrail_"
+        self.requests = Counter(
+            p + "requests", "Proxied requests.", ["route", "outcome", "status_class"], registry=r
+        )
+        self.overhead = Histogram(
+            p + "overhead_seconds",
+            "Time the proxy adds before the upstream call (read, parse, compact, serialise).",
+            buckets=OVERHEAD_BUCKETS,
+            registry=r,
+        )
+        self.upstream = Histogram(
+            p + "upstream_seconds",
+            "Upstream time to response headers.",
+            buckets=UPSTREAM_BUCKETS,
+            registry=r,
+        )
+        self.compactions = Counter(
+            p + "compactions", "Compactions performed.", ["judge", "reason"], registry=r
+        )
+        self.compaction_seconds = Histogram(
+            p + "compaction_seconds",
+            "Duration of compaction steps that compacted.",
+            buckets=COMPACTION_BUCKETS,
+            registry=r,
+        )
+        self.tokens_before = Histogram(
+            p + "compaction_tokens_before",
+            "Estimated tokens before a compaction.",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.tokens_after = Histogram(
+            p + "compaction_tokens_after",
+            "Estimated tokens after a compaction.",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.remaining_ratio = Histogram(
+            p + "compaction_tokens_remaining_ratio",
+            "Tokens after over tokens before, once per compaction.",
+            buckets=RATIO_BUCKETS,
+            registry=r,
+        )
+        self.tokens_saved = Counter(
+            p + "tokens_saved", "Estimated tokens removed by compactions.", registry=r
+        )
+        self.judge_requests = Counter(
+            p + "judge_requests", "Judge requests.", ["judge", "outcome"], registry=r
+        )
+        self.judge_seconds = Histogram(
+            p + "judge_seconds",
+            "Judge round duration.",
+            buckets=COMPACTION_BUCKETS,
+            registry=r,
+        )
+        self.fenced = Counter(
+            p + "fenced_sessions", "Compactions kept from a remote judge by the taint fence.",
+            registry=r,
+        )  # fmt: skip
+        self.failures = Counter(
+            p + "compaction_failures", "Compaction steps that failed open.", ["reason"], registry=r
+        )
+        self.redactions = Counter(
+            p + "redactions", "Credentials redacted in saved outputs.", ["family"], registry=r
+        )
+        self.reapplied = Counter(
+            p + "reapplied_results", "Tool results re-reduced from a stored plan.", registry=r
+        )
+        self.session_compactions = Histogram(
+            p + "session_compactions",
+            "The session's compaction count, observed at each compaction.",
+            buckets=COUNT_BUCKETS,
+            registry=r,
+        )
+        self.build_info = Gauge(p + "build_info", "Build information.", ["version"], registry=r)
+        self.build_info.labels(version=__version__).set(1)
+
+    def record_turn(self, result: TurnResult, seconds: float) -> None:
+        """Count what one compaction step did."""
+        if result.reapplied:
+            self.reapplied.inc(result.reapplied)
+        errors = len(result.judge_errors)
+        if result.judge_requests:
+            ok = max(result.judge_requests - errors, 0)
+            if ok:
+                self.judge_requests.labels(result.judge, "ok").inc(ok)
+        if errors:
+            self.judge_requests.labels(result.judge, "error").inc(errors)
+        for family, count in result.redactions.items():
+            self.redactions.labels(family).inc(count)
+        if result.outcome != "compacted":
+            return
+        self.compactions.labels(result.judge, result.reason or "threshold").inc()
+        self.compaction_seconds.observe(seconds)
+        self.tokens_before.observe(result.tokens_before)
+        self.tokens_after.observe(result.tokens_after)
+        if result.tokens_before > 0:
+            self.remaining_ratio.observe(result.tokens_after / result.tokens_before)
+        self.tokens_saved.inc(max(result.tokens_before - result.tokens_after, 0))
+        self.session_compactions.observe(result.compactions)
+        if result.fenced:
+            self.fenced.inc()
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,273 @@
+"""One proxied request: read the body, compact it in flight (failing open), forward, relay.
+
+The fast path forwards the exact bytes of bodies too small to reach any trigger. Every estimated
+token consumes at least one byte of the body (a letter run of L chars costs at most L, a digit
+run L/2, a symbol 0.9, whitespace 0), so a body of N bytes estimates at most N tokens; the
+corpus peaks at 0.49 tokens per byte (whole JSON bodies). `CALIBRATION_HEADROOM` covers a
+session whose calibrated estimate runs above the raw one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+from starlette.background import BackgroundTask
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+
+from app.engine import Engine
+from app.errors import openai_error
+from app.logging import log_request
+from app.metrics import Metrics
+from app.settings import Settings
+from app.upstream import request_headers, response_headers, upstream_url
+from app.usage import StreamUsage, body_prompt_tokens
+from factrail.core.tokens import estimate_tokens
+from factrail.session import TurnResult
+
+log = logging.getLogger("factrail.proxy")
+
+CALIBRATION_HEADROOM = 1.5
+SESSION_HEADER = "x-factrail-session"
+OUTCOME_HEADER = "x-factrail"
+
+
+class RequestRejected(Exception):
+    """A request the gateway answers itself (400, 413) in the OpenAI error shape."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Route:
+    """A proxied route: its metric label and, for compaction routes, the transcript field."""
+
+    label: str
+    field: str | None = None
+
+
+CHAT = Route("chat_completions", "messages")
+RESPONSES = Route("responses", "input")
+PASSTHROUGH = Route("passthrough")
+
+
+@dataclass
+class Prepared:
+    """The body to forward and what the compaction step did."""
+
+    body: bytes
+    outcome: str = "passthrough"
+    session: str | None = None
+    result: TurnResult | None = None
+
+
+class Gateway:
+    """Shared state of the proxy: settings, metrics, the upstream client and the engine."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        client: httpx.AsyncClient,
+        engine: Engine | None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.client = client
+        self.engine = engine
+        self.fast_path_bytes = int(
+            settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM
+        )
+
+    async def handle(self, request: Request, route: Route) -> Response:
+        """Proxy one request end to end; never raises."""
+        start = time.perf_counter()
+        status, outcome = 500, "passthrough"
+        prepared: Prepared | None = None
+        try:
+            body = await self._read_body(request)
+            prepared = await self._prepare(route, body, request.headers.get(SESSION_HEADER))
+            outcome = prepared.outcome
+            response = await self._forward(request, route, prepared, start)
+        except RequestRejected as exc:
+            outcome = "rejected"
+            response = openai_error(exc.status, exc.message, code=exc.code)
+        except ClientDisconnect:
+            outcome = "client-gone"
+            response = Response(status_code=499)
+        status = response.status_code
+        self.metrics.requests.labels(route.label, outcome, f"{status // 100}xx").inc()
+        result = prepared.result if prepared else None
+        log_request(
+            route=route.label,
+            method=request.method,
+            outcome=outcome,
+            status=status,
+            tokens_before=result.tokens_before if result else None,
+            tokens_after=result.tokens_after if result else None,
+            ms=round((time.perf_counter() - start) * 1000, 2),
+        )
+        return response
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise RequestRejected(413, f"request body exceeds {limit} bytes", "body_too_large")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestRejected(413, f"request body exceeds {limit} bytes", "body_too_large")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _prepare(self, route: Route, body: bytes, header: str | None) -> Prepared:
+        """Compact `body` when it may cross the trigger; any internal error fails open."""
+        if route.field is None or self.engine is None or len(body) < self.fast_path_bytes:
+            return Prepared(body)
+        data = _load_object(body)
+        items, model = data.get(route.field), data.get("model")
+        parse = self.engine.parsers.get(route.field)
+        if not isinstance(items, list) or not isinstance(model, str) or parse is None:
+            return Prepared(body)
+        phase = "parse"
+        try:
+            if self.settings.test_fail_compaction:
+                phase = "injected"
+                raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
+            doc = parse(items)
+            session = self.engine.session_key(header, doc, model)
+            phase = "compact"
+            started = time.perf_counter()
+            result = await self.engine.compactor.compact(
+                session, doc, model=model, extra_tokens=_extra_tokens(data)
+            )
+            self.metrics.record_turn(result, time.perf_counter() - started)
+            if result.document is None:
+                return Prepared(body, result.outcome, session, result)
+            phase = "serialise"
+            data[route.field] = result.document
+            return Prepared(orjson.dumps(data), result.outcome, session, result)
+        except Exception:
+            log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
+            self.metrics.failures.labels(phase).inc()
+            return Prepared(body, "failed-open")
+
+    async def _forward(
+        self, request: Request, route: Route, prepared: Prepared, start: float
+    ) -> Response:
+        url = upstream_url(self.settings.upstream_url, request.url.path, request.url.query)
+        upstream_request = self.client.build_request(
+            request.method,
+            url,
+            headers=request_headers(request.headers.items()),
+            content=prepared.body,
+        )
+        sent = time.perf_counter()
+        self.metrics.overhead.observe(sent - start)
+        try:
+            upstream = await self.client.send(upstream_request, stream=True)
+        except httpx.TimeoutException:
+            return _transport_error(504, "the upstream did not answer in time", prepared)
+        except httpx.TransportError:
+            return _transport_error(502, "the upstream could not be reached", prepared)
+        self.metrics.upstream.observe(time.perf_counter() - sent)
+        headers = response_headers(upstream.headers)
+        headers[OUTCOME_HEADER] = prepared.outcome
+        content_type = upstream.headers.get("content-type", "")
+        if route.field is None or "text/event-stream" in content_type:
+            headers["x-accel-buffering"] = "no"
+            return StreamingResponse(
+                self._relay(upstream, prepared),
+                status_code=upstream.status_code,
+                headers=headers,
+                background=BackgroundTask(upstream.aclose),
+            )
+        try:
+            content = b"".join([chunk async for chunk in upstream.aiter_raw()])
+        except httpx.TimeoutException:
+            return _transport_error(504, "the upstream response timed out", prepared)
+        except httpx.TransportError:
+            return _transport_error(502, "the upstream response was cut", prepared)
+        finally:
+            await upstream.aclose()
+        if "content-encoding" not in headers:
+            self._observe(prepared, body_prompt_tokens(content))
+        return Response(content, status_code=upstream.status_code, headers=headers)
+
+    async def _relay(self, upstream: httpx.Response, prepared: Prepared) -> AsyncIterator[bytes]:
+        """The upstream bytes chunk by chunk; the upstream stream is closed however this ends."""
+        usage = StreamUsage() if prepared.session else None
+        try:
+            async for chunk in upstream.aiter_raw():
+                if usage is not None:
+                    usage.feed(chunk)
+                yield chunk
+        finally:
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+        if usage is not None:
+            self._observe(prepared, usage.prompt_tokens)
+
+    def _observe(self, prepared: Prepared, reported: int | None) -> None:
+        if self.engine is None or prepared.session is None or prepared.result is None:
+            return
+        if reported is None or prepared.result.tokens_after <= 0:
+            return
+        try:
+            self.engine.compactor.observe_usage(
+                prepared.session, reported, prepared.result.tokens_after
+            )
+        except Exception:
+            log.warning("usage calibration failed", exc_info=True)
+
+
+def _load_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 400 rejection."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:  # integers past 64 bits, NaN: valid for Python's json, not orjson
+            data = json.loads(body)
+        except ValueError:
+            raise RequestRejected(400, "the request body is not valid JSON", "invalid_json") from None
+    if not isinstance(data, dict):
+        raise RequestRejected(400, "the request body must be a JSON object", "invalid_body")
+    return data
+
+
+def _extra_tokens(data: dict[str, Any]) -> int:
+    """Estimated tokens outside the transcript: tool definitions and Responses `instructions`."""
+    extra = 0
+    tools = data.get("tools")
+    if tools:
+        extra += estimate_tokens(orjson.dumps(tools).decode())
+    instructions = data.get("instructions")
+    if isinstance(instructions, str):
+        extra += estimate_tokens(instructions)
+    return extra
+
+
+def _transport_error(status: int, message: str, prepared: Prepared) -> Response:
+    code = "upstream_timeout" if status == 504 else "upstream_unreachable"
+    return openai_error(
+        status,
+        message,
+        type_="upstream_error",
+        code=code,
+        headers={OUTCOME_HEADER: prepared.outcome},
+    )

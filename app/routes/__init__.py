@@ -1,0 +1,1 @@
+"""HTTP routes: thin handlers over the gateway (`app.proxy`) and the stores."""

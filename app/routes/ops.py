@@ -1,0 +1,75 @@
+"""Operations routes: health, readiness, metrics and saved outputs."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from app.errors import openai_error
+from app.metrics import CONTENT_TYPE
+from app.proxy import Gateway
+from factrail.stores.outputs import OutputStore, parse_output_id
+from factrail.stores.state import StateStore
+
+router = APIRouter()
+
+
+@router.get("/healthz")
+async def healthz() -> Response:
+    """The process is up."""
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> Response:
+    """Ready when the upstream client is open and the state store answers."""
+    gateway: Gateway = request.app.state.gateway
+    state: StateStore | None = request.app.state.state_store
+    checks = {
+        "upstream": not gateway.client.is_closed,
+        "state": state is None or await run_in_threadpool(state.ping),
+    }
+    ready = all(checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "unready", "checks": checks},
+        status_code=200 if ready else 503,
+    )
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    """Prometheus text exposition."""
+    gateway: Gateway = request.app.state.gateway
+    return Response(gateway.metrics.render(), media_type=CONTENT_TYPE)
+
+
+@router.get("/v1/factrail/outputs/{output_id:path}")
+async def saved_output(request: Request, output_id: str) -> Response:
+    """A saved full output as text; needs `FACTRAIL_ADMIN_KEY` as a bearer token when set."""
+    gateway: Gateway = request.app.state.gateway
+    admin_key = gateway.settings.admin_key.get_secret_value()
+    if admin_key and not _bearer_matches(request.headers.get("authorization", ""), admin_key):
+        return openai_error(
+            401,
+            "a valid admin bearer token is required",
+            type_="authentication_error",
+            code="invalid_admin_key",
+            headers={"www-authenticate": "Bearer"},
+        )
+    if parse_output_id(output_id) is None:
+        return openai_error(400, "malformed output id", code="invalid_output_id")
+    outputs: OutputStore | None = request.app.state.outputs
+    text = None if outputs is None else await run_in_threadpool(outputs.get, output_id)
+    if text is None:
+        return openai_error(404, "no saved output with this id", code="output_not_found")
+    return PlainTextResponse(text)
+
+
+def _bearer_matches(header: str, key: str) -> bool:
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        token.strip().encode(), key.encode()
+    )

@@ -1,0 +1,80 @@
+"""The upstream client: one pooled `httpx.AsyncClient`, header filtering both ways, URLs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import httpx
+
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that describe one connection, not the message (RFC 9110 §7.6.1)."""
+REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-factrail-session"}
+RESPONSE_DROP = HOP_BY_HOP | {"content-length", "server", "date"}
+"""Bodies are relayed raw, so `content-encoding` stays; uvicorn sets its own date and server."""
+
+
+def make_client(
+    connect_timeout: float, read_timeout: float, max_connections: int
+) -> httpx.AsyncClient:
+    """The shared client: pooled keep-alive connections, no redirects, no env proxies magic."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(read_timeout, connect=connect_timeout, pool=connect_timeout),
+        limits=httpx.Limits(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        ),
+        follow_redirects=False,
+        trust_env=False,
+    )
+
+
+def upstream_url(base: str, path: str, query: str) -> str:
+    """`base` (ending in `/v1` or not) joined with a client path under `/v1/`."""
+    rest = path[len("/v1") :] if path.startswith("/v1/") else path
+    url = base.rstrip("/") + rest
+    return f"{url}?{query}" if query else url
+
+
+def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """End-to-end client headers to forward (hop-by-hop, `Connection`-named and length dropped).
+
+    `accept-encoding` is dropped so the upstream answers in identity and streams relay as is.
+    """
+    pairs = list(headers)
+    named = _connection_named(pairs)
+    return [(k, v) for k, v in pairs if k.lower() not in REQUEST_DROP and k.lower() not in named]
+
+
+def response_headers(headers: httpx.Headers) -> dict[str, str]:
+    """Upstream headers to return (rate limits, request ids, retry-after, openai-* and the rest)."""
+    pairs = list(headers.multi_items())
+    named = _connection_named(pairs)
+    out: dict[str, str] = {}
+    for key, value in pairs:
+        lower = key.lower()
+        if lower in RESPONSE_DROP or lower in named:
+            continue
+        out[lower] = f"{out[lower]}, {value}" if lower in out and lower != "set-cookie" else value
+    return out
+
+
+def _connection_named(pairs: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """Header names listed in `Connection` are hop-by-hop as well."""
+    names: set[str] = set()
+    for key, value in pairs:
+        if key.lower() == "connection":
+            names.update(part.strip().lower() for part in value.split(",") if part.strip())
+    return frozenset(names)
+

@@ -1,0 +1,225 @@
+"""The `factrail` command: serve, compact, eval, dataset, outputs.
+
+Every subcommand exits 0 on success and 1 on an error, printing `factrail: <error>` on stderr;
+`eval --gate` exits 1 when the gate fails. Imports are lazy so `factrail compact` never loads
+the web stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+JUDGES = ("rules", "systemone", "tev")
+
+
+class CliError(Exception):
+    """A user-facing error: printed as `factrail: <message>`, exit status 1."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="factrail",
+        description="Keep a coding agent inside its context window without losing its facts.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the OpenAI-compatible gateway")
+    serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8080)")
+
+    compact = sub.add_parser("compact", help="compact one transcript file")
+    compact.add_argument("file", type=Path)
+    compact.add_argument("--out", type=Path, help="write the compacted transcript here")
+    compact.add_argument(
+        "--trigger-tokens",
+        type=int,
+        default=0,
+        help="aim under 5/6 of this trigger (default: the no-figures target, 30%% reduction)",
+    )
+    compact.add_argument("--save-outputs", action="store_true", help="save full outputs")
+    compact.add_argument("--session", default=None, help="session name for saved outputs")
+    _judge_flags(compact, JUDGES)
+
+    ev = sub.add_parser("eval", help="replay transcripts offline and count the facts kept")
+    src = ev.add_mutually_exclusive_group(required=True)
+    src.add_argument("--synthetic", type=int, metavar="N", help="N synthetic sessions")
+    src.add_argument("--synthetic-v2", type=int, metavar="N", help="N harder synthetic sessions")
+    src.add_argument("--corpus", type=Path, metavar="DIR", help="*.json / *.jsonl transcripts")
+    src.add_argument("--claude-projects", type=Path, metavar="DIR", help="Claude Code projects")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--max", type=int, default=40, help="at most this many Claude sessions")
+    ev.add_argument("--min-calls", type=int, default=15)
+    ev.add_argument("--cuts", default="0.5,0.75", help="comma-separated cut fractions")
+    ev.add_argument("--visibility", choices=("strict", "compat"), default="strict")
+    ev.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
+    ev.add_argument("--sim", action="store_true", help="simulate repeated in-flight compaction")
+    ev.add_argument("--gate", type=Path, help="fail (exit 1) below this baseline")
+    ev.add_argument("--write-baseline", type=Path, help="write the measured figures here")
+    ev.add_argument("--tolerance", type=float, default=0.005)
+    ev.add_argument("--json", dest="json_out", help="write the result as JSON ('-' = stdout)")
+    ev.add_argument("--report", type=Path, metavar="DIR", help="write report.md and plots")
+    _judge_flags(ev, (*JUDGES, "oracle", "recorded"))
+
+    ds = sub.add_parser("dataset", help="export Tev-format training records (hindsight labels)")
+    dsrc = ds.add_mutually_exclusive_group(required=True)
+    dsrc.add_argument("--synthetic", type=int, metavar="N")
+    dsrc.add_argument("--corpus", type=Path, metavar="DIR")
+    dsrc.add_argument("--claude-projects", type=Path, metavar="DIR")
+    ds.add_argument("--seed", type=int, default=0)
+    ds.add_argument("--max", type=int, default=40)
+    ds.add_argument("--min-calls", type=int, default=15)
+    ds.add_argument("--out", type=Path, required=True)
+    ds.add_argument("--dev-share", type=float, default=0.1)
+    ds.add_argument("--max-state-tokens", type=int, default=1500)
+    ds.add_argument("--teacher", action="store_true", help="add labels from the decision log")
+
+    out = sub.add_parser("outputs", help="saved full outputs")
+    osub = out.add_subparsers(dest="action", required=True)
+    get = osub.add_parser("get", help="print one saved output")
+    get.add_argument("id", help="<session>/<tool_use_id>, as the note in the reduced text says")
+    exp = osub.add_parser("expire", help="delete saved outputs older than N days")
+    exp.add_argument("--days", type=float, default=30.0)
+    return p
+
+
+def _judge_flags(p: argparse.ArgumentParser, choices: Sequence[str]) -> None:
+    p.add_argument("--judge", choices=choices, default="rules")
+    p.add_argument("--judge-url", default=None, help="System One URL or Tev base URL")
+    p.add_argument("--judge-model", default=None)
+    p.add_argument("--judge-key-env", default=None, help="read the judge key from this env var")
+    p.add_argument("--local", action="store_true", help="declare the judge local (taint fence)")
+    p.add_argument("--egress", choices=("full", "metadata"), default="full")
+    p.add_argument("--deadline-ms", type=int, default=15000)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            from app.main import serve
+
+            serve(host=args.host, port=args.port)
+            return 0
+        if args.command == "compact":
+            return asyncio.run(_compact(args))
+        if args.command == "eval":
+            from factrail.eval.command import run_eval
+
+            return run_eval(args)
+        if args.command == "dataset":
+            from factrail.eval.command import run_dataset
+
+            return run_dataset(args)
+        if args.command == "outputs":
+            return _outputs(args)
+    except CliError as err:
+        print(f"factrail: {err}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as err:
+        print(f"factrail: {err}", file=sys.stderr)
+        return 1
+    return 2
+
+
+def make_cli_judge(args: argparse.Namespace, client: Any) -> Any:
+    """The judge the flags ask for (rules unless told otherwise)."""
+    import os
+
+    from factrail.judges import make_judge
+
+    key = os.environ.get(args.judge_key_env, "") if args.judge_key_env else ""
+    if args.judge in ("systemone", "tev") and not key:
+        env = "FACTRAIL_JUDGE_API_KEY" if args.judge == "systemone" else "FACTRAIL_TEV_API_KEY"
+        key = os.environ.get(env, "")
+    kwargs: dict[str, Any] = {
+        "url": args.judge_url,
+        "model": args.judge_model,
+        "api_key": key or None,
+        "local": bool(args.local),
+        "client": client,
+        "egress": args.egress,
+    }
+    return make_judge(args.judge, **kwargs)
+
+
+async def _compact(args: argparse.Namespace) -> int:
+    import hashlib
+
+    import httpx
+
+    from factrail.core.formats.detect import dump_document, parse_any
+    from factrail.session import CompactorConfig, SessionCompactor
+    from factrail.stores.memory_state import MemoryStateStore
+    from factrail.stores.outputs import OutputStore, default_outputs_root
+
+    path: Path = args.file
+    if not path.is_file():
+        raise CliError(f"{path}: no such file")
+    doc = parse_any(path.read_bytes(), filename=path.name)
+    session = args.session or "cli-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    outputs = None
+    if args.save_outputs:
+        root = default_outputs_root()
+        if root is None:
+            raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
+        outputs = OutputStore(root)
+    config = CompactorConfig(
+        trigger_tokens=max(0, args.trigger_tokens),
+        trigger_percent=0.0,
+        judge_deadline_ms=args.deadline_ms,
+        egress=args.egress,
+        save_outputs=bool(args.save_outputs),
+        outputs_route=None,
+    )
+    async with httpx.AsyncClient() as client:
+        compactor = SessionCompactor(
+            config,
+            state=MemoryStateStore(),
+            outputs=outputs,
+            judge=make_cli_judge(args, client),
+        )
+        started = time.perf_counter()
+        result = await compactor.compact(session, doc, force=args.trigger_tokens <= 0)
+        elapsed = time.perf_counter() - started
+    emitted = result.document if result.document is not None else doc.emit(doc.messages)
+    text = dump_document(doc, emitted)
+    if args.out:
+        args.out.write_text(text, encoding="utf-8")
+    calls = sum(len(m.tool_uses) for m in doc.messages)
+    remaining = result.tokens_after / result.tokens_before if result.tokens_before else 1.0
+    print(
+        f"factrail: {result.outcome}: tokens {result.tokens_before:,} → {result.tokens_after:,}"
+        f" ({remaining:.1%} remaining), tier {result.tier}, {result.reduced} of {calls} calls"
+        f" reduced, {result.saved} outputs saved, judge {result.judge} ({result.reason}),"
+        f" {elapsed * 1000:.0f} ms",
+        file=sys.stderr if not args.out else sys.stdout,
+    )
+    if not args.out:
+        sys.stdout.write(text)
+    return 0
+
+
+def _outputs(args: argparse.Namespace) -> int:
+    from factrail.stores.outputs import OutputStore, default_outputs_root
+
+    root = default_outputs_root()
+    if root is None:
+        raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
+    store = OutputStore(root)
+    if args.action == "get":
+        text = store.get(args.id)
+        if text is None:
+            raise CliError(f"no saved output {args.id!r}")
+        sys.stdout.write(text)
+        return 0
+    removed = store.expire(time.time(), days=args.days)
+    print(json.dumps({"removed": removed}))
+    return 0

@@ -1,0 +1,393 @@
+"""`apply`: rebuild a transcript with its dropped results reduced by the rails.
+
+Every result to reduce starts at the loosest tier. While the transcript is above its target, the
+single move with the best gain per fact token lost takes one result to a stricter tier (ties go to
+the oldest). Stubs whose lines token value chose then share one pooled fact budget. Past the hard
+line the oldest results give way further: fact lines only, then eviction (tier 4). Sizes and
+targets are in estimated tokens. Nothing the user or the assistant wrote changes; only results,
+and the over-long arguments of reduced calls.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any
+
+from factrail.core.classify import read_is_observation, reproducible
+from factrail.core.facts import fact_lines, fact_tokens, toks
+from factrail.core.marks import is_compacted
+from factrail.core.model import Action, Message, ToolUse
+from factrail.core.rails import (
+    FACT_HEAD_CHARS,
+    LAST_RESORT_TIER,
+    TIERS,
+    Stub,
+    evicted,
+    facts_only,
+    render_stub,
+    rerun_note,
+    stub_layout,
+)
+from factrail.core.text import compact_json
+from factrail.core.tokens import estimate_tokens
+from factrail.core.value import (
+    ValueContext,
+    ValueParts,
+    message_contexts,
+    pool,
+    token_values,
+    value_parts,
+)
+
+INPUT_BRIEF_CHARS = 200
+RERUN_INPUT_CHARS = 160
+_BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """Shares of the transcript's estimated tokens to remove: aim for `target`; past `hard`
+    (0 = never) the oldest results give way by last resort."""
+
+    target: float
+    hard: float
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """How stubs choose fact lines: by token value, pooled across stubs, counting contained ids."""
+
+    value: bool = True
+    pool: bool = True
+    contain: bool = True
+
+
+@dataclass(slots=True)
+class Applied:
+    """The rebuilt transcript and what changed (sizes in estimated tokens)."""
+
+    messages: list[Message]
+    touched: list[bool]
+    tier: int
+    changed: dict[str, str]
+    briefed: dict[str, dict[str, Any]]
+    tokens_before: int
+    tokens_after: int
+
+
+def brief_value(value: Any, cap: int) -> Any:
+    """Every string over `cap` cut to `cap` chars + `…[N chars]` (already briefed ones kept)."""
+    if isinstance(value, str):
+        if len(value) <= cap or _BRIEFED.search(value):
+            return value
+        short = f"{value[:cap]}…[{len(value) - cap} chars]"
+        return short if len(short) < len(value) else value
+    if isinstance(value, list):
+        return [brief_value(v, cap) for v in value]
+    if isinstance(value, dict):
+        return {k: brief_value(v, cap) for k, v in value.items()}
+    return value
+
+
+@dataclass(slots=True)
+class _Render:
+    text: str
+    tokens: int
+    parts: ValueParts | None = None
+    stub: Stub | None = None
+    _facts: set[str] | None = None
+
+    def facts(self) -> set[str]:
+        if self._facts is None:
+            self._facts = fact_tokens(self.text)
+        return self._facts
+
+
+@dataclass(slots=True)
+class _Slot:
+    """One result to reduce, with its renders cached per rail kind."""
+
+    tool_use_id: str
+    order: int
+    text: str
+    tokens: int
+    is_error: bool
+    rerunnable: bool
+    final: bool
+    tier: int = 0
+    renders: dict[int, _Render] = field(default_factory=dict)
+    values: dict[str, float] | None = None
+
+
+_NOTE = -1
+
+
+class _Engine:
+    def __init__(
+        self,
+        head_chars: int,
+        selection: Selection,
+        contexts: dict[str, ValueContext] | None,
+    ) -> None:
+        self.head_chars = head_chars
+        self.selection = selection
+        self.contexts = contexts
+
+    def kind(self, slot: _Slot, tier: int) -> int:
+        if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
+            return _NOTE
+        return max(tier, 1)  # tiers 0 and 1 treat observations alike
+
+    def render(self, slot: _Slot, tier: int) -> _Render:
+        if slot.final:
+            return _Render(slot.text, slot.tokens)
+        kind = self.kind(slot, tier)
+        r = slot.renders.get(kind)
+        if r is None:
+            r = self._render(slot, kind)
+            slot.renders[kind] = r
+        return r
+
+    def _render(self, slot: _Slot, kind: int) -> _Render:
+        if kind == _NOTE:
+            return self._fit(slot, rerun_note(slot.text, slot.tool_use_id))
+        stub = stub_layout(slot.text, slot.is_error, TIERS[kind], self.head_chars)
+        if stub is None:
+            return _Render(slot.text, slot.tokens)
+        middle = slot.text[stub.head_end : stub.tail_start]
+        parts: ValueParts | None = None
+        if self.selection.value:
+            parts = value_parts(middle, stub.budget, self._values(slot, middle))
+            lines = parts.lines()
+        else:
+            lines = fact_lines(middle, stub.budget)
+        r = self._fit(slot, self.stub_text(slot, stub, lines))
+        if r.text is not slot.text:
+            r.parts, r.stub = parts, stub
+        return r
+
+    def stub_text(self, slot: _Slot, stub: Stub, lines: list[str]) -> str:
+        return render_stub(
+            slot.text, stub, lines, is_error=slot.is_error, tool_use_id=slot.tool_use_id
+        )
+
+    def _fit(self, slot: _Slot, text: str) -> _Render:
+        """Keep the original unless the render is shorter."""
+        if len(text) >= len(slot.text):
+            return _Render(slot.text, slot.tokens)
+        return _Render(text, estimate_tokens(text))
+
+    def _values(self, slot: _Slot, middle: str) -> dict[str, float]:
+        if slot.values is None:
+            ctx = (self.contexts or {}).get(slot.tool_use_id)
+            if ctx is None:
+                ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
+            slot.values = token_values(slot.text, ctx, toks(middle))
+        return slot.values
+
+    def next_move(self, slot: _Slot) -> tuple[float, int, int] | None:
+        """(score, tier, gain) of the first stricter tier that saves tokens."""
+        if slot.final:
+            return None
+        cur = self.render(slot, slot.tier)
+        for tier in range(slot.tier + 1, len(TIERS)):
+            new = self.render(slot, tier)
+            gain = cur.tokens - new.tokens
+            if gain > 0:
+                lost = len(cur.facts() - new.facts())
+                return gain / (1 + lost), tier, gain
+        return None
+
+
+def _tokens_of(m: Message) -> int:
+    return (
+        estimate_tokens(m.text)
+        + sum(estimate_tokens(compact_json(u.input)) for u in m.tool_uses)
+        + sum(estimate_tokens(r.text) for r in m.tool_results)
+    )
+
+
+def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> tuple[int, int]:
+    """Move results to stricter tiers by best gain per lost fact token until `need` is met."""
+    heap: list[tuple[float, int, int, int]] = []
+
+    def push(slot: _Slot) -> None:
+        move = engine.next_move(slot)
+        if move is not None:
+            score, tier, gain = move
+            heapq.heappush(heap, (-score, slot.order, tier, gain))
+
+    if after > need:
+        for slot in slots:
+            push(slot)
+    while after > need and heap:
+        _, order, tier, gain = heapq.heappop(heap)
+        slot = slots[order]
+        slot.tier = tier
+        after -= gain
+        push(slot)
+    return after, max((s.tier for s in slots if not s.final), default=0)
+
+
+def _pool(
+    engine: _Engine,
+    slots: list[_Slot],
+    texts: dict[str, str],
+    messages: Sequence[Message],
+) -> None:
+    """Re-plan the greedy lines of every value-chosen stub under one budget (in `texts`)."""
+    pooled = {
+        s.tool_use_id: (s, r)
+        for s in slots
+        if (r := engine.render(s, s.tier)).parts is not None and r.stub is not None
+    }
+    if not pooled:
+        return
+    side: list[str] = []
+    for m in messages:
+        for res in m.tool_results:
+            hit = pooled.get(res.tool_use_id)
+            parts = None if hit is None else hit[1].parts
+            if hit is None or parts is None:
+                side.append(texts.get(res.tool_use_id, res.text))
+            else:
+                text = hit[1].text
+                greedy = {parts.units[k] for k in parts.greedy}
+                side.append("\n".join(x for x in text.split("\n") if x not in greedy))
+    plans = [(slot, r.stub, r.parts) for slot, r in pooled.values()]
+    picks = pool([p for _, _, p in plans if p is not None], side, contain=engine.selection.contain)
+    for (slot, stub, parts), chosen in zip(plans, picks, strict=True):
+        if stub is None or parts is None:
+            continue
+        text = engine.stub_text(slot, stub, parts.lines(chosen))
+        if len(text) < len(slot.text):
+            texts[slot.tool_use_id] = text
+
+
+def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: float) -> int:
+    """Oldest first: keep only fact lines, then evict, while above `need`."""
+    for shrink in (facts_only, evicted):
+        for slot in slots:
+            if after <= need:
+                return after
+            cur = texts.get(slot.tool_use_id, slot.text)
+            new = shrink(cur, slot.tool_use_id)
+            if new is not cur and len(new) < len(cur):
+                texts[slot.tool_use_id] = new
+                after -= estimate_tokens(cur) - estimate_tokens(new)
+    return after
+
+
+def apply(
+    messages: Sequence[Message],
+    actions: Mapping[str, Action],
+    *,
+    reduction: Reduction,
+    head_chars: int = FACT_HEAD_CHARS,
+    selection: Selection = Selection(),
+    final: AbstractSet[str] = frozenset(),
+) -> Applied:
+    """Reduce every result whose action is not `keep` (see the module docstring)."""
+    uses: dict[str, ToolUse] = {}
+    for m in messages:
+        for u in m.tool_uses:
+            uses.setdefault(u.tool_use_id, u)
+    before = sum(_tokens_of(m) for m in messages)
+    slots: list[_Slot] = []
+    seen: set[str] = set()
+    for m in messages:
+        for r in m.tool_results:
+            rid = r.tool_use_id
+            if rid in seen or actions.get(rid, "keep") == "keep":
+                continue
+            seen.add(rid)
+            use = uses.get(rid)
+            readable = use is not None and reproducible(use.tool, use.input)
+            slots.append(
+                _Slot(
+                    tool_use_id=rid,
+                    order=len(slots),
+                    text=r.text,
+                    tokens=estimate_tokens(r.text),
+                    is_error=r.is_error,
+                    rerunnable=readable and not r.is_error and not read_is_observation(r.text),
+                    final=rid in final or is_compacted(r.text),
+                )
+            )
+    briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final})
+    brief_gain = sum(
+        estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
+        for i, new in briefed.items()
+    )
+    contexts = message_contexts(messages) if selection.value else None
+    engine = _Engine(head_chars, selection, contexts)
+    after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
+    after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
+    texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}
+    if selection.value and selection.pool:
+        _pool(engine, slots, texts, messages)
+        after = before - brief_gain - sum(s.tokens - estimate_tokens(texts[s.tool_use_id])
+                                          for s in slots)  # fmt: skip
+    hard_need = before * (1 - reduction.hard)
+    if reduction.hard > 0 and after > hard_need:
+        evicting = _last_resort(slots, texts, after, hard_need)
+        if evicting != after:
+            tier = LAST_RESORT_TIER
+        after = evicting
+    changed = {s.tool_use_id: texts[s.tool_use_id] for s in slots if texts[s.tool_use_id] != s.text}
+    out, touched = _rebuild(messages, changed, briefed)
+    return Applied(out, touched, tier, changed, briefed, before, after)
+
+
+def _briefs(
+    uses: Mapping[str, ToolUse],
+    actions: Mapping[str, Action],
+    final: AbstractSet[str],
+    final_slots: AbstractSet[str],
+) -> dict[str, dict[str, Any]]:
+    """New inputs of dropped calls (cap 200) and reduced reproducible reads (cap 160)."""
+    out: dict[str, dict[str, Any]] = {}
+    for uid, use in uses.items():
+        action = actions.get(uid, "keep")
+        if action == "keep" or uid in final or uid in final_slots:
+            continue
+        if action == "drop_call":
+            cap = INPUT_BRIEF_CHARS
+        elif reproducible(use.tool, use.input):
+            cap = RERUN_INPUT_CHARS
+        else:
+            continue
+        new = brief_value(use.input, cap)
+        if new != use.input:
+            out[uid] = new
+    return out
+
+
+def _rebuild(
+    messages: Sequence[Message], changed: Mapping[str, str], briefed: Mapping[str, dict[str, Any]]
+) -> tuple[list[Message], list[bool]]:
+    out: list[Message] = []
+    touched: list[bool] = []
+    done: set[str] = set()
+    for m in messages:
+        c = m.copy()
+        hit = False
+        for u in c.tool_uses:
+            if u.tool_use_id in briefed:
+                u.input = briefed[u.tool_use_id]
+                hit = True
+            if u.text is not None and u.tool_use_id in changed:
+                u.text = changed[u.tool_use_id]
+        for r in c.tool_results:
+            new = changed.get(r.tool_use_id)
+            if new is not None and r.tool_use_id not in done:
+                done.add(r.tool_use_id)
+                r.text = new
+                hit = True
+        out.append(c)
+        touched.append(hit)
+    return out, touched

@@ -1,0 +1,160 @@
+"""Fact lines: the short pieces of a tool output most likely to matter later.
+
+A text is cut into units (lines, JSON-escaped lines, long lines split near 200 chars); each unit
+scores one point per fact pattern it matches (errors, HTTP codes, paths, versions, hex ids,
+endpoints, counters, quantities, big numbers, file names, receipts). Our own mark lines are never
+units, so a note is never picked as a fact.
+"""
+
+from __future__ import annotations
+
+import re
+
+from factrail.core.marks import is_mark_line
+
+FACT_LINE_CHARS = 200
+_SPLIT_MIN = 100
+_SEPARATORS = (", ", "; ", " | ", " ")
+
+_HEX = r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
+"""Hex id: 7–40 hex chars with at least one digit and one letter (not `1234567`, not `defaced`)."""
+
+PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(
+        r"\b(?:error|errors|failed|failure|fail|exception|traceback|denied|refused|invalid"
+        r"|not found|timed? ?out|fatal|panic|warning)\b|invalid_\w+",
+        re.IGNORECASE,
+    ),
+    re.compile(r"✖|✗|\bFAIL\b|\bERR\b"),
+    re.compile(r"\bHTTP\b[\s/\d.]*\d{3}\b|\bstatus[\s:=]+\d{3}\b", re.IGNORECASE),
+    re.compile(r"[A-Za-z]:[\\/][^\s\"'<>]+|(?:^|[\s\"'(=])/(?:[\w.@-]+/)+[\w.@-]+"),
+    re.compile(r"\b\d+\.\d+\.\d+\b"),
+    re.compile(_HEX, re.IGNORECASE),
+    re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\blocalhost:\d+\b"),
+    re.compile(
+        r"\b(?:pid|port|exit|rc|code|size|bytes|pass(?:ed)?|fail(?:ed)?|tests?|total|count)\b"
+        r"[\s:=]*\d",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b\d[\d,.]*\s?(?:(?:ms|kb|mb|gb|bytes|tokens|lines?|files?)\b|%(?!\w))", re.IGNORECASE
+    ),
+    re.compile(r"\b\d{4,}\b"),
+    re.compile(
+        r"\b[\w.-]+\.(?:[cm]?[jt]sx?|py|json|ya?ml|md|toml|txt|log|rs|go|sh|ps1|cmd|lock|sql)\b",
+        re.IGNORECASE,
+    ),
+    re.compile(
+        r"\b(?:message_id|ticket|confirm(?:ed)?|sent|delivered|created|updated|deleted|order"
+        r"|transaction|commit)\b[\s:=#]+[\w-]+",
+        re.IGNORECASE,
+    ),
+)
+"""The 12 fact patterns; a unit's fact score is how many of them match it."""
+
+FACT_TOKEN = re.compile(
+    rf"[A-Za-z]:[\\/][^\s\"'<>]+|/(?:[\w.@-]+/)+[\w.@-]+|{_HEX}|\b\d[\d.,:]*\d\b", re.IGNORECASE
+)
+"""The tokens whose loss the escalation counts: paths, hex ids and multi-digit numbers."""
+
+_DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
+_WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
+_HAS_DIGIT = re.compile(r"[0-9]")
+_TRAILING = ".:,"
+
+
+def _has_mark(text: str) -> bool:
+    return "[factrail omitted " in text or "compaction truncated " in text
+
+
+def _split_long(part: str, out: list[str]) -> None:
+    while len(part) > FACT_LINE_CHARS:
+        window = part[:FACT_LINE_CHARS]
+        c = max(window.rfind(sep) for sep in _SEPARATORS)
+        cut = c + 1 if c > _SPLIT_MIN else FACT_LINE_CHARS
+        piece = part[:cut].strip()
+        if piece:
+            out.append(piece)
+        part = part[cut:].strip()
+    if part:
+        out.append(part)
+
+
+def units(text: str) -> list[str]:
+    """The text cut into trimmed pieces of at most 200 chars (mark lines left out)."""
+    marked = _has_mark(text)
+    out: list[str] = []
+    for line in text.split("\n"):
+        if marked and is_mark_line(line):
+            continue
+        for part in line.split("\\n"):
+            part = part.strip()
+            if len(part) > FACT_LINE_CHARS:
+                _split_long(part, out)
+            elif part:
+                out.append(part)
+    return out
+
+
+def fact_score(unit: str) -> int:
+    """How many of the 12 fact patterns match `unit`."""
+    if not unit:
+        return 0
+    return sum(1 for p in PATTERNS if p.search(unit) is not None)
+
+
+def scored_units(text: str) -> list[tuple[int, int, str]]:
+    """`(score, index, unit)` for every unit of `text` with a positive score, in text order."""
+    out: list[tuple[int, int, str]] = []
+    for i, u in enumerate(units(text)):
+        s = fact_score(u)
+        if s > 0:
+            out.append((s, i, u))
+    return out
+
+
+def pick_fact_lines(scored: list[tuple[int, int, str]], budget: int) -> list[tuple[int, str]]:
+    """Greedy by score then position under `budget` (len+1 per line); `(index, unit)` in order."""
+    picked: list[tuple[int, str]] = []
+    seen: set[str] = set()
+    used = 0
+    for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
+        cost = len(u) + 1
+        if u in seen or used + cost > budget:
+            continue
+        seen.add(u)
+        used += cost
+        picked.append((i, u))
+    picked.sort()
+    return picked
+
+
+def fact_lines(text: str, budget: int) -> list[str]:
+    """The best-scoring distinct units of `text` that fit in `budget` chars, in text order."""
+    return [u for _, u in pick_fact_lines(scored_units(text), budget)]
+
+
+def fact_chars(text: str) -> int:
+    """Chars all distinct fact lines of `text` would take (len+1 each), with no budget."""
+    return sum(len(u) + 1 for u in {u for _, _, u in scored_units(text)})
+
+
+def fact_tokens(text: str) -> set[str]:
+    """The FACT_TOKENs of `text` outside its mark lines."""
+    if _has_mark(text):
+        text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
+    return set(FACT_TOKEN.findall(text))
+
+
+def toks(s: str) -> set[str]:
+    """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
+    out: set[str] = set()
+    for m in _DIG.findall(s):
+        t = m.rstrip(_TRAILING)
+        if len(t) >= 6 and _HAS_DIGIT.search(t):
+            out.add(t)
+    for m in _WRD.findall(s):
+        t = m.rstrip(_TRAILING)
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not _HAS_DIGIT.search(t):
+            out.add(t)
+    return out

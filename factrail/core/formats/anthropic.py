@@ -1,0 +1,64 @@
+"""Anthropic Messages API `messages` (and its top-level `system`).
+
+Every wire message is one engine message. Text blocks make its text; `tool_use` blocks are tool
+uses and `tool_result` blocks tool results. Every other block (thinking and its signature,
+redacted thinking, images, documents, server tool blocks) passes through untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from factrail.core.formats.base import TEXT_SEP, Builder, FormatError, WireDocument, join_text
+from factrail.core.model import as_map
+
+FORMAT = "anthropic"
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
+    """Parse a Messages API message list (the list itself is the wire document)."""
+    if not isinstance(messages, list):
+        raise FormatError("Anthropic messages must be a JSON array")
+    b = Builder()
+    if system is not None:
+        b.system_texts.append(join_text(system))
+    for w, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise FormatError(f"message {w} is not an object")
+        content = msg.get("content")
+        blocks = (
+            [(k, bl) for k, bl in enumerate(content) if isinstance(bl, dict)]
+            if isinstance(content, list)
+            else []
+        )
+        if isinstance(content, list):
+            text = TEXT_SEP.join(
+                _str(bl.get("text")) for _, bl in blocks if bl.get("type") == "text"
+            )
+        else:
+            text = join_text(content)
+        b.push("assistant" if msg.get("role") == "assistant" else "user", text)
+        for k, bl in blocks:
+            kind = bl.get("type")
+            if kind == "tool_use":
+                inp = bl.get("input")
+                b.add_use(
+                    _str(bl.get("id")),
+                    _str(bl.get("name")),
+                    as_map(inp),
+                    (w, "content", k, "input"),
+                    inp,
+                )
+            elif kind == "tool_result":
+                b.add_result(
+                    _str(bl.get("tool_use_id")),
+                    (w, "content", k, "content"),
+                    bl.get("content"),
+                    is_error=bl.get("is_error") is True,
+                )
+    return b.build(FORMAT, messages)

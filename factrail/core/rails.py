@@ -1,0 +1,151 @@
+"""The fact rails: how one tool result is reduced at a tier.
+
+A reproducible read becomes a one-line re-run note. An observation keeps its head, its fact lines
+and its tail around one mark line (the stub); small or fact-dense observations stay whole. Tiers go
+from loose (0) to strict (3); past the hard line, last resort keeps only fact lines, then evicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from factrail.core.facts import fact_chars, fact_lines
+from factrail.core.marks import (
+    EVICTED_DETAIL,
+    FACTS_ONLY_DETAIL,
+    RERUN_DETAIL,
+    mark_lines,
+    note,
+    stub_detail,
+)
+
+FACT_HEAD_CHARS = 200
+FACT_TAIL_CHARS = 120
+FACT_BUDGET_CHARS = 360
+ERROR_KEEP_CHARS = 2000
+RERUN_KEEP_CHARS = 160
+"""A read this short stays as it is: the note would not be shorter."""
+
+
+@dataclass(frozen=True, slots=True)
+class RailTier:
+    """What an observation keeps at one tier (`dense_keep` 0 turns the dense rule off)."""
+
+    small: int
+    share: float
+    read_keep: int
+    dense_keep: int
+    dense_share: float
+
+
+TIERS = (
+    RailTier(small=6000, share=0.30, read_keep=3000, dense_keep=32000, dense_share=0.5),
+    RailTier(small=6000, share=0.30, read_keep=0, dense_keep=32000, dense_share=0.5),
+    RailTier(small=3000, share=0.20, read_keep=0, dense_keep=0, dense_share=1.0),
+    RailTier(small=0, share=0.10, read_keep=0, dense_keep=0, dense_share=1.0),
+)
+LAST_RESORT_TIER = 4
+
+Select = Callable[[str, int], list[str]]
+"""Chooses a stub's fact lines from its middle under a char budget."""
+
+
+def rerun_note(text: str, tool_use_id: str) -> str:
+    """The one-line note that replaces a reproducible read (short reads stay as they are)."""
+    if len(text) <= RERUN_KEEP_CHARS:
+        return text
+    return note(len(text), RERUN_DETAIL, tool_use_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Stub:
+    """Where a stub cuts its text: `text[:head_end]`, facts from the middle, `text[tail_start:]`."""
+
+    head_end: int
+    tail_start: int
+    budget: int
+
+
+def head_keep(is_error: bool, head_chars: int) -> int:
+    """The head an observation keeps: errors keep at least 2000 chars."""
+    return max(head_chars, ERROR_KEEP_CHARS) if is_error else head_chars
+
+
+def stub_cuts(text: str, keep: int) -> tuple[int, int]:
+    """`(head_end, tail_start)`: the head ends at a newline past half of `keep`, the tail starts
+    after the first newline of the last 120 chars."""
+    n = len(text)
+    nl = text.rfind("\n", 0, keep + 1)
+    head_end = nl if nl >= 0 and 2 * nl > keep else keep
+    nl = text.find("\n", n - FACT_TAIL_CHARS)
+    tail_start = nl + 1 if nl >= 0 and nl + 1 < n else n - FACT_TAIL_CHARS
+    return head_end, tail_start
+
+
+def stays_whole(text: str, keep: int, rails: RailTier) -> bool:
+    """Small, or a dense dump whose fact lines are most of it."""
+    n = len(text)
+    if n <= max(rails.small, keep + 2 * FACT_TAIL_CHARS):
+        return True
+    return n <= rails.dense_keep and fact_chars(text) >= n * rails.dense_share
+
+
+def stub_layout(text: str, is_error: bool, rails: RailTier, head_chars: int) -> Stub | None:
+    """The stub cut of an observation at `rails`, or None when it stays whole."""
+    keep = head_keep(is_error, head_chars)
+    if stays_whole(text, keep, rails):
+        return None
+    head_end, tail_start = stub_cuts(text, keep)
+    return Stub(head_end, tail_start, max(FACT_BUDGET_CHARS, int(len(text) * rails.share)))
+
+
+def render_stub(
+    text: str, stub: Stub, lines: list[str], *, is_error: bool, tool_use_id: str
+) -> str:
+    """Head, the mark line, the fact lines and `…`, then the tail."""
+    mark = note(stub.tail_start - stub.head_end, stub_detail(is_error, len(lines)), tool_use_id)
+    facts = "\n".join(lines) + "\n…\n" if lines else ""
+    return f"{text[: stub.head_end]}\n{mark}\n{facts}{text[stub.tail_start :]}"
+
+
+def reduce_result(
+    text: str,
+    *,
+    tool_use_id: str,
+    is_error: bool,
+    rerunnable: bool,
+    rails: RailTier,
+    head_chars: int = FACT_HEAD_CHARS,
+    select: Select = fact_lines,
+) -> str:
+    """`text` reduced at `rails`; never longer than `text` (the original stays if not shorter).
+
+    `rerunnable` says the call is a reproducible read whose output reported no failure; the
+    caller decides finality (an already reduced result is never passed here).
+    """
+    if rerunnable and not is_error and len(text) > rails.read_keep:
+        out = rerun_note(text, tool_use_id)
+    else:
+        stub = stub_layout(text, is_error, rails, head_chars)
+        if stub is None:
+            return text
+        middle = text[stub.head_end : stub.tail_start]
+        out = render_stub(
+            text, stub, select(middle, stub.budget), is_error=is_error, tool_use_id=tool_use_id
+        )
+    return out if len(out) < len(text) else text
+
+
+def facts_only(text: str, tool_use_id: str) -> str:
+    """Last resort, pass 1: only the fact lines (a quarter of the text) and the mark lines."""
+    kept = fact_lines(text, len(text) // 4)
+    marks = mark_lines(text) or [note(len(text), FACTS_ONLY_DETAIL, tool_use_id)]
+    out = "\n".join(kept + marks)
+    return out if len(out) < len(text) else text
+
+
+def evicted(text: str, tool_use_id: str) -> str:
+    """Last resort, pass 2: one note line in place of the whole result."""
+    out = note(len(text), EVICTED_DETAIL, tool_use_id)
+    return out if len(out) < len(text) else text

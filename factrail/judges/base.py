@@ -1,0 +1,128 @@
+"""The judge protocol, its round result and its error vocabulary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from factrail.core.plan import JudgeRequest
+from factrail.core.redact import redact, redact_value
+
+JudgeKind = Literal["rules", "systemone", "tev"]
+ErrorKind = Literal["transport", "deadline", "status", "malformed", "missing-answer"]
+STATUS_BODY_CHARS = 200
+
+
+class JudgeConfigError(ValueError):
+    """A judge that may not be built as configured (e.g. a keyless endpoint not declared local)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeError:
+    """One failure of a judge request or question; `str()` gives the display form."""
+
+    kind: ErrorKind
+    message: str
+    question: str | None = None
+    """The question left unanswered by this failure, when it concerns exactly one."""
+
+    @property
+    def outcome(self) -> str:
+        """A stable label for metrics."""
+        return self.kind
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def transport(cls, exc: BaseException, known: Sequence[str] = ()) -> JudgeError:
+        chain: list[str] = []
+        cause: BaseException | None = exc
+        while cause is not None and len(chain) < 8:
+            chain.append(str(cause) or type(cause).__name__)
+            cause = cause.__cause__ or cause.__context__
+        text = redact(": ".join(chain), known).text
+        return cls("transport", f"transport error: {text}")
+
+    @classmethod
+    def deadline(cls, ms: int) -> JudgeError:
+        return cls("deadline", f"judge deadline of {ms} ms passed")
+
+    @classmethod
+    def status(cls, code: int, body: str, known: Sequence[str] = ()) -> JudgeError:
+        text = redact(body, known).text[:STATUS_BODY_CHARS]
+        return cls("status", f"judge answered HTTP {code}: {text}")
+
+    @classmethod
+    def malformed(cls, detail: str) -> JudgeError:
+        return cls("malformed", f"malformed judge response: {detail}")
+
+    @classmethod
+    def missing(cls, name: str) -> JudgeError:
+        return cls("missing-answer", f"judge gave no finite answer for {name}", name)
+
+
+class JudgeFailure(Exception):
+    """Raised inside a judge to abandon one request or question with a `JudgeError`."""
+
+    def __init__(self, error: JudgeError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(slots=True)
+class JudgeRound:
+    """What one compaction's judging produced.
+
+    `answers` holds every valid answer received, from the requests that succeeded even when
+    others failed; a question absent from it was not answered and its call falls to the rules.
+    `requests` counts the HTTP calls sent (retries included); `redacted` the masked values.
+    """
+
+    answers: dict[str, float] = field(default_factory=dict)
+    errors: list[JudgeError] = field(default_factory=list)
+    requests: int = 0
+    redacted: int = 0
+    usage: dict[str, Any] | None = None
+    model: str | None = None
+
+
+class Judge(Protocol):
+    """Answers the noul questions of judge requests under one absolute deadline."""
+
+    kind: JudgeKind
+    model: str
+    local: bool
+    endpoint: str
+
+    async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
+        """Ask every request; `deadline` is an absolute `time.monotonic()` value."""
+        ...
+
+
+def redact_outgoing(value: Any, known: Sequence[str]) -> tuple[Any, int]:
+    """`value` with every string redacted (object keys untouched), and how many were masked."""
+    out, counts = redact_value(value, known=tuple(known))
+    return out, _total(counts)
+
+
+def _total(counts: object) -> int:
+    if isinstance(counts, Mapping):
+        return sum(v for v in counts.values() if isinstance(v, int))
+    return counts if isinstance(counts, int) else 0
+
+
+def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | None:
+    """Sum the integer fields of `usage` into `total` (non-integer fields keep their first value)."""
+    if not isinstance(usage, Mapping):
+        return total
+    out = dict(total or {})
+    for k, v in usage.items():
+        key = str(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            prev = out.get(key, 0)
+            out[key] = (prev if isinstance(prev, int) else 0) + v
+        else:
+            out.setdefault(key, v)
+    return out

@@ -1,0 +1,472 @@
+"""One compaction step per request, shared by the gateway and `factrail eval --sim`.
+
+Re-apply the session's stored plan, count tokens, decide whether the soft line (5/6 of the
+trigger) is crossed past the re-arm gap, ask the judge under a deadline (rules on any failure),
+apply the fact rails, save the full outputs before anything is returned, persist the plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from factrail.core.apply import apply
+from factrail.core.formats.base import Document
+from factrail.core.marks import is_compacted, swap_full_output_note
+from factrail.core.model import Action, Message, collect_tool_calls, input_json, is_prompt
+from factrail.core.plan import CallAnswer, CompactOptions, Plan, PlanError, build_plan
+from factrail.core.pressure import pressure
+from factrail.core.tev import PROMPT_VERSION
+from factrail.core.tokens import TokenCache
+from factrail.judges.base import Judge
+from factrail.policy.decide import decide
+from factrail.policy.taint import TaintScan, merge_taint, scan_taint, taint_write, tool_refs
+from factrail.stores.decisions import DecisionLog
+from factrail.stores.outputs import OutputStore
+from factrail.stores.state import PlanEntry, SessionState, StateStore, text_hash
+
+Outcome = Literal["passthrough", "reapplied", "compacted"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactorConfig:
+    """Per-deployment compaction settings (the gateway builds it from its settings)."""
+
+    trigger_tokens: int = 180_000
+    """Absolute trigger T; the per-model trigger is min(percent × window, this)."""
+    trigger_percent: float = 60.0
+    rearm_tokens: int = 40_000
+    """Hysteresis: after a compaction the next is due only past baseline + this gap."""
+    preserve_recent: int = 6
+    head_chars: int = 200
+    judge_deadline_ms: int = 15_000
+    egress: Literal["full", "metadata"] = "full"
+    keep_threshold: float = 0.5
+    taint_tools: tuple[str, ...] = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
+    taint_skills: tuple[str, ...] = ("email-search",)
+    save_outputs: bool = True
+    record_decisions: bool = True
+    outputs_route: str | None = "/v1/factrail/outputs/"
+    """When set, the note in reduced text names this HTTP route beside the file path."""
+    context_windows: dict[str, int] = field(default_factory=dict)
+    """Model-name prefix → context window in tokens (longest prefix wins)."""
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """What one step did, for the response header, the metrics and the log line."""
+
+    outcome: Outcome
+    document: Any | None = None
+    """The emitted wire document when anything changed, else None (forward the original)."""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    trigger_tokens: int = 0
+    judge: str = "rules"
+    reason: str = ""
+    tier: int = 0
+    reapplied: int = 0
+    reduced: int = 0
+    saved: int = 0
+    judge_requests: int = 0
+    judge_errors: list[str] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)
+    fenced: bool = False
+    compactions: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Lines:
+    """The trigger lines for one request, in estimated tokens of the calibrated count."""
+
+    trigger: int
+    soft: int
+    need: int
+    """Tokens at which the next compaction is due (the soft line, or later after hysteresis)."""
+
+
+def context_window(model: str, windows: Mapping[str, int]) -> int | None:
+    """The context window of `model` by longest matching prefix (case-insensitive)."""
+    name = model.lower()
+    best: tuple[int, int] | None = None
+    for prefix, window in windows.items():
+        p = prefix.lower()
+        if name.startswith(p) and (best is None or len(p) > best[0]):
+            best = (len(p), window)
+    return best[1] if best else None
+
+
+def trigger_for(model: str, config: CompactorConfig) -> int:
+    """T = min(percent × context window, absolute tokens), whichever exist."""
+    window = context_window(model, config.context_windows)
+    candidates = []
+    if window and config.trigger_percent > 0:
+        candidates.append(int(window * config.trigger_percent / 100))
+    if config.trigger_tokens > 0:
+        candidates.append(config.trigger_tokens)
+    return min(candidates) if candidates else 0
+
+
+def lines_for(trigger: int, baseline: int | None, rearm: int) -> Lines:
+    """Soft line 5/6·T; after a compaction the next waits for baseline + the re-arm gap."""
+    soft = math.ceil(trigger * 5 / 6)
+    gap = rearm if rearm > 0 else math.ceil(trigger / 8)
+    need = soft if baseline is None else max(soft, baseline + gap)
+    return Lines(trigger=trigger, soft=soft, need=min(need, trigger))
+
+
+def session_key(header: str | None, doc: Document, model: str) -> str:
+    """The caller's `X-Factrail-Session`, else a hash of the transcript's stable head."""
+    if header and header.strip():
+        return "h-" + hashlib.blake2b(header.strip().encode(), digest_size=12).hexdigest()
+    first_user = next((m.text for m in doc.messages if is_prompt(m)), "")
+    family = re.split(r"[-:@/]", model.lower(), maxsplit=1)[0] if model else ""
+    head = "\x00".join([*doc.system_texts, first_user, family])
+    return "s-" + hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+class SessionCompactor:
+    """Compacts one request's transcript for its session; the same object serves every request."""
+
+    def __init__(
+        self,
+        config: CompactorConfig,
+        *,
+        state: StateStore,
+        outputs: OutputStore | None,
+        judge: Judge,
+        decisions: DecisionLog | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.outputs = outputs
+        self.judge = judge
+        self.decisions = decisions
+        self._clock = clock
+        self._tokens = TokenCache()
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def transcript_tokens(self, messages: Sequence[Message]) -> int:
+        """Estimated tokens of texts, inputs and results (memoised for resent history)."""
+        count = self._tokens
+        total = 0
+        for m in messages:
+            total += count(m.text)
+            for u in m.tool_uses:
+                total += count(input_json(u))
+            for r in m.tool_results:
+                total += count(r.text)
+        return total
+
+    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
+        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)."""
+        if prompt_tokens <= 0 or estimated_tokens <= 0:
+            return
+        ratio = min(4.0, max(0.25, prompt_tokens / estimated_tokens))
+        with contextlib.suppress(Exception):
+            self.state.update_calibration(session, ratio)
+
+    # -- the step ---------------------------------------------------------------------------
+
+    async def compact(
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str = "",
+        extra_tokens: int = 0,
+        force: bool = False,
+    ) -> TurnResult:
+        """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
+
+        `force` compacts regardless of the lines (the `factrail compact` command); with no
+        trigger the rails then aim for the no-figures target.
+        """
+        cfg = self.config
+        state = self.state.load(session) or SessionState(plan={})
+        work, reapplied = reapply_plan(doc.messages, state.plan)
+        ratio = state.calibration or 1.0
+        transcript = self.transcript_tokens(work)
+        tokens = math.ceil((transcript + extra_tokens) * ratio)
+        trigger = trigger_for(model, cfg)
+        result = TurnResult(
+            outcome="reapplied" if reapplied else "passthrough",
+            tokens_before=tokens,
+            tokens_after=tokens,
+            trigger_tokens=trigger,
+            reapplied=len(reapplied),
+            compactions=state.compactions,
+        )
+        if not force:
+            if trigger <= 0:
+                return self._finish_without_compaction(result, doc, work, reapplied)
+            lines = lines_for(trigger, state.baseline_tokens, cfg.rearm_tokens)
+            if tokens < lines.need:
+                return self._finish_without_compaction(result, doc, work, reapplied)
+        return await self._compact(session, doc, work, reapplied, state, result, ratio,
+                                   transcript, extra_tokens)
+
+    def _finish_without_compaction(
+        self, result: TurnResult, doc: Document, work: list[Message], reapplied: set[str]
+    ) -> TurnResult:
+        if reapplied:
+            result.document = doc.emit(work)
+        return result
+
+    async def _compact(
+        self,
+        session: str,
+        doc: Document,
+        work: list[Message],
+        reapplied: set[str],
+        state: SessionState,
+        result: TurnResult,
+        ratio: float,
+        transcript: int,
+        extra_tokens: int,
+    ) -> TurnResult:
+        cfg = self.config
+        # The fence: a session that ever used a fenced tool only reaches a judge declared local.
+        scan = scan_taint(tool_refs(work), tools=cfg.taint_tools, skills=cfg.taint_skills)
+        taint = merge_taint(state.taint, scan)
+        record = taint_write(state.taint, scan, int(self._clock() * 1000))
+        if record is not None:
+            state.taint = record
+        result.fenced = taint.tainted and not self.judge.local and self.judge.kind != "rules"
+
+        decisions = await self._decide(session, work, reapplied, state, taint, result)
+        trigger_est = result.trigger_tokens / ratio if result.trigger_tokens > 0 else None
+        reduction = pressure(transcript + extra_tokens, trigger_est, transcript).reduction()
+        applied = apply(
+            work,
+            decisions,
+            reduction=reduction,
+            head_chars=cfg.head_chars,
+            final=frozenset(reapplied),
+        )
+        messages = applied.messages
+        originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
+        saved = self._save_outputs(session, applied.changed, originals, messages, result)
+
+        for tool_use_id, text in applied.changed.items():
+            original = originals.get(tool_use_id)
+            if original is None:
+                continue
+            state.plan[tool_use_id] = PlanEntry(
+                original_hash=text_hash(original),
+                reduced_text=saved.get(tool_use_id, text),
+                input=applied.briefed.get(tool_use_id, _planned_input(state, tool_use_id)),
+            )
+        present = set(originals)
+        state.plan = {k: v for k, v in state.plan.items() if k in present}
+        after = math.ceil((self.transcript_tokens(messages) + extra_tokens) * ratio)
+        state.baseline_tokens = after
+        state.compactions += 1
+        state.updated_ms = int(self._clock() * 1000)
+        with contextlib.suppress(Exception):
+            self.state.save(session, state)
+
+        result.outcome = "compacted"
+        result.document = doc.emit(messages)
+        result.tokens_after = after
+        result.tier = applied.tier
+        result.reduced = len(applied.changed)
+        result.compactions = state.compactions
+        return result
+
+    async def _decide(
+        self,
+        session: str,
+        work: list[Message],
+        reapplied: set[str],
+        state: SessionState,
+        taint: TaintScan,
+        result: TurnResult,
+    ) -> dict[str, Action]:
+        """Actions per call: the judge's where it answered in time, the rules everywhere else."""
+        cfg = self.config
+        if self.judge.kind == "rules":
+            result.judge, result.reason = "rules", "rules"
+            return rules_actions(work, cfg.preserve_recent)
+        verdict = decide(
+            enabled=True,
+            credentials=True,
+            taint=taint,
+            local=self.judge.local,
+            fallback="rules",
+        )
+        if verdict.judge != "model":
+            result.judge, result.reason = "rules", verdict.reason
+            return rules_actions(work, cfg.preserve_recent)
+        options = CompactOptions(
+            preserve_recent=cfg.preserve_recent,
+            head_chars=cfg.head_chars,
+            egress=cfg.egress,
+            keep_threshold=cfg.keep_threshold,
+        )
+        prefix = f"|{self.judge.model}|{PROMPT_VERSION}"
+        known = {
+            key.split("|", 1)[0]: CallAnswer(keep_call=v["keepCall"], keep_result=v["keepResult"])
+            for key, v in state.answers.items()
+            if key.endswith(prefix)
+        }
+        try:
+            plan = build_plan(work, options, known, frozenset(reapplied))
+        except PlanError as err:
+            result.judge, result.reason = "rules", "ok-rules"
+            result.judge_errors.append(f"plan: {err}")
+            return rules_actions(work, cfg.preserve_recent)
+        answers: dict[str, float] = {}
+        if plan.requests:
+            deadline = time.monotonic() + cfg.judge_deadline_ms / 1000
+            round_ = await self.judge.ask(plan.requests, deadline=deadline)
+            answers = round_.answers
+            result.judge_requests = round_.requests
+            result.judge_errors.extend(e.outcome for e in round_.errors)
+            for family, n in round_.redactions.items():
+                result.redactions[family] = result.redactions.get(family, 0) + n
+        outcome = plan.decide(answers)
+        result.judge = self.judge.kind
+        judged_all = not result.judge_errors
+        result.reason = verdict.reason if judged_all else "ok-rules"
+        for tool_use_id, answer in outcome.new_answers.items():
+            state.answers[f"{tool_use_id}{prefix}"] = {
+                "keepCall": answer.keep_call,
+                "keepResult": answer.keep_result,
+            }
+        if (
+            self.decisions is not None
+            and cfg.record_decisions
+            and plan.requests
+            and not taint.tainted
+        ):
+            self.decisions.append(
+                decision_record(session, self.judge, cfg.egress, plan, answers, outcome),
+                now=self._clock(),
+            )
+        return dict(outcome.actions)
+
+    def _save_outputs(
+        self,
+        session: str,
+        changed: dict[str, str],
+        originals: Mapping[str, str],
+        messages: list[Message],
+        result: TurnResult,
+    ) -> dict[str, str]:
+        """Save every newly reduced original before the reduced request leaves; swap the notes."""
+        if self.outputs is None or not self.config.save_outputs:
+            return {}
+        swapped: dict[str, str] = {}
+        for tool_use_id, text in changed.items():
+            original = originals.get(tool_use_id)
+            if original is None or is_compacted(original):
+                continue
+            try:
+                saved = self.outputs.save(session, tool_use_id, original)
+            except OSError:
+                continue
+            where = f"the full output is saved at {saved.path}"
+            if self.config.outputs_route:
+                where += f" (GET {self.config.outputs_route}{saved.output_id})"
+            note = swap_full_output_note(text, tool_use_id, f"{where}; read it for anything not kept here")
+            swapped[tool_use_id] = note
+            result.saved += 1
+        if swapped:
+            for m in messages:
+                for r in m.tool_results:
+                    if r.tool_use_id in swapped:
+                        r.text = swapped[r.tool_use_id]
+                for u in m.tool_uses:
+                    if u.tool_use_id in swapped and u.text is not None:
+                        u.text = swapped[u.tool_use_id]
+        return swapped
+
+
+def _planned_input(state: SessionState, tool_use_id: str) -> dict[str, Any] | None:
+    entry = state.plan.get(tool_use_id)
+    return entry.input if entry else None
+
+
+def reapply_plan(
+    messages: Sequence[Message], plan: Mapping[str, PlanEntry]
+) -> tuple[list[Message], set[str]]:
+    """Swap in every stored reduction whose original text still hashes the same.
+
+    Matching on the id *and* the hash means a reused tool-call id never picks up a wrong
+    reduction. Messages without a planned result are shared, not copied.
+    """
+    if not plan:
+        return list(messages), set()
+    out: list[Message] = []
+    done: set[str] = set()
+    inputs: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        hits = [r for r in m.tool_results if r.tool_use_id in plan]
+        if not hits:
+            out.append(m)
+            continue
+        copy = m.copy()
+        for r in copy.tool_results:
+            entry = plan.get(r.tool_use_id)
+            if entry is None or entry.reduced_text == r.text:
+                continue
+            if text_hash(r.text) != entry.original_hash:
+                continue
+            r.text = entry.reduced_text
+            done.add(r.tool_use_id)
+            if entry.input is not None:
+                inputs[r.tool_use_id] = entry.input
+        out.append(copy)
+    if inputs:
+        for i, m in enumerate(out):
+            if any(u.tool_use_id in inputs for u in m.tool_uses):
+                copy = m.copy()
+                for u in copy.tool_uses:
+                    if u.tool_use_id in inputs:
+                        u.input = inputs[u.tool_use_id]
+                out[i] = copy
+    return out, done
+
+
+def rules_actions(messages: Sequence[Message], preserve_recent: int) -> dict[str, Action]:
+    """The rules: every unpinned call's result goes to the rails; nothing is erased."""
+    return {
+        c.tool_use_id: "drop_result"
+        for c in collect_tool_calls(messages, preserve_recent)
+        if not c.pinned
+    }
+
+
+def decision_record(
+    session: str,
+    judge: Judge,
+    egress: str,
+    plan: Plan,
+    answers: Mapping[str, float],
+    outcome: Any,
+) -> dict[str, Any]:
+    """One decision-log line: what was asked (redacted, as sent), answered and decided."""
+    return {
+        "session": session,
+        "judge": {"kind": judge.kind, "endpoint": getattr(judge, "endpoint", ""), "model": judge.model},
+        "egress": egress,
+        "requests": [
+            {
+                "state": r.sent_state if getattr(r, "sent_state", None) is not None else r.state,
+                "questions": r.questions,
+                "answers": {q: answers[q] for q in r.questions if q in answers},
+                "calls": [list(c) for c in r.calls],
+            }
+            for r in plan.requests
+        ],
+        "decisions": [asdict(d) for d in outcome.decisions],
+    }

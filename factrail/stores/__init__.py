@@ -1,0 +1,50 @@
+"""Stores: saved outputs, session state (plan, answers, calibration) and the decision log."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.paths import cache_root
+from factrail.stores.sqlite_state import MEMORY, SqliteStateStore
+from factrail.stores.state import StateStore, StoreConfigError
+
+__all__ = ["StoreConfigError", "default_state_url", "open_state_store"]
+
+STATE_FILE = "state.db"
+
+
+def open_state_store(url: str) -> StateStore:
+    """The store named by `url`: `sqlite:///abs/path.db`, `sqlite://:memory:` or `memory://`.
+
+    Raises StoreConfigError for a relative SQLite path, an unknown scheme, or `redis://`
+    (no Redis backend yet).
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise StoreConfigError(f"state URL {url!r} has no scheme; use sqlite:///abs/path.db")
+    if scheme == "memory":
+        return MemoryStateStore()
+    if scheme == "sqlite":
+        if rest == MEMORY:
+            return SqliteStateStore(MEMORY)
+        if not rest.startswith("/") or "?" in rest:
+            raise StoreConfigError(
+                f"state URL {url!r} needs an absolute path: sqlite:///abs/path.db"
+            )
+        return SqliteStateStore(rest)
+    if scheme in ("redis", "rediss"):
+        raise StoreConfigError(
+            "the Redis state store is not implemented yet (no redis backend in"
+            " factrail.stores); use sqlite:///abs/path.db or memory://"
+        )
+    raise StoreConfigError(
+        f"unknown state store scheme {scheme!r}; use sqlite:///abs/path.db or memory://"
+    )
+
+
+def default_state_url(env: Mapping[str, str] | None = None) -> str:
+    """`sqlite:///<cache root>/state.db`, or `memory://` when no cache root is usable."""
+    root = cache_root(env)
+    return "memory://" if root is None else f"sqlite://{root / STATE_FILE}"

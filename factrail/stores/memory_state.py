@@ -1,0 +1,48 @@
+"""An in-process state store (tests, `eval --sim`); states are copied in and out like a database."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from factrail.stores.state import SessionState, decode_state, encode_state, smooth_calibration
+
+
+class MemoryStateStore:
+    """A dict of encoded states: callers never share mutable objects with the store."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._states: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def load(self, session: str) -> SessionState | None:
+        """The saved state of `session`, or None."""
+        with self._lock:
+            blob = self._states.get(session)
+        return None if blob is None else decode_state(blob)
+
+    def save(self, session: str, state: SessionState) -> None:
+        """Replace the state of `session`, stamping `updated_ms`."""
+        blob = encode_state(replace(state, updated_ms=int(self._clock() * 1000)))
+        with self._lock:
+            self._states[session] = blob
+
+    def update_calibration(self, session: str, ratio: float) -> None:
+        """Blend a new calibration ratio into the session (creating it if needed)."""
+        with self._lock:
+            blob = self._states.get(session)
+            state = decode_state(blob) if blob is not None else None
+            state = state or SessionState(plan={})
+            state.calibration = smooth_calibration(state.calibration, ratio)
+            state.updated_ms = int(self._clock() * 1000)
+            self._states[session] = encode_state(state)
+
+    def ping(self) -> bool:
+        """Always reachable."""
+        return True
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,187 @@
+"""Saved outputs: the original text of reduced tool results, on disk, private and expiring.
+
+Layout: `<root>/<sanitised session>/<sanitised tool_use_id>.txt`; directories 0700, files 0600.
+The output id `"<sanitised session>/<sanitised tool_use_id>"` names a saved output for the HTTP
+route and the CLI; `parse_output_id` accepts only ids of exactly that shape (no traversal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from factrail.core.redact import redact
+from factrail.stores.paths import cache_root, ensure_private_dir, sanitise_name
+
+CAP_BYTES = 8 * 1024 * 1024
+DAY_SECONDS = 24 * 60 * 60
+RETENTION_DAYS = 30.0
+EXPIRED_MARKER = ".expired"
+SUFFIX = ".txt"
+
+
+@dataclass(frozen=True)
+class SavedOutput:
+    """Where one output was saved and how much of it."""
+
+    path: Path
+    output_id: str
+    bytes_written: int
+    truncated: bool
+    redactions: dict[str, int]  # replacements per credential family (for metrics)
+
+
+def output_id(session: str, tool_use_id: str) -> str:
+    """The public id of a saved output: `<sanitised session>/<sanitised tool_use_id>`."""
+    return f"{sanitise_name(session)}/{sanitise_name(tool_use_id)}"
+
+
+def parse_output_id(value: str) -> tuple[str, str] | None:
+    """`(session, tool_use_id)` of a well-formed output id; None for anything else.
+
+    Both components must already be in sanitised form, so `..`, `.`, hidden names, extra
+    slashes and backslashes are all rejected.
+    """
+    parts = value.split("/")
+    if len(parts) != 2:
+        return None
+    for part in parts:
+        if part in ("", ".", "..") or sanitise_name(part) != part:
+            return None
+    return parts[0], parts[1]
+
+
+def cap_bytes(text: str, cap: int = CAP_BYTES) -> tuple[bytes, bool]:
+    """`text` as UTF-8, cut to at most `cap` bytes on a character boundary plus a note.
+
+    Unencodable lone surrogates become `?`. Returns the bytes and whether they were cut.
+    """
+    data = text.encode("utf-8", "replace")
+    total = len(data)
+    if total <= cap:
+        return data, False
+    cut = cap
+    while cut > 0 and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    note = f"\n[factrail saved the first {cut} of {total} bytes of this output]\n"
+    return data[:cut] + note.encode("ascii"), True
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write `data` to `path` atomically (temp file in the same folder, then rename), mode 0600."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(temp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+class OutputStore:
+    """Saved full outputs under one root folder (default: `cache_root()/outputs`)."""
+
+    def __init__(self, root: Path, known_secrets: Sequence[str] = ()) -> None:
+        """`known_secrets` (e.g. the judge key) are redacted along with credential shapes."""
+        self.root = root
+        self._known = tuple(s for s in known_secrets if s)
+
+    def path_for(self, session: str, tool_use_id: str) -> Path:
+        """Absolute path of the file for this session and tool call."""
+        return self.root / sanitise_name(session) / (sanitise_name(tool_use_id) + SUFFIX)
+
+    def save(self, session: str, tool_use_id: str, text: str) -> SavedOutput:
+        """Save the original `text` redacted for credentials, capped at 8 MiB; overwrites.
+
+        Raises OSError when the file cannot be written (the caller then keeps its note as is).
+        """
+        redacted = redact(text, self._known)
+        data, truncated = cap_bytes(redacted.text)
+        path = self.path_for(session, tool_use_id)
+        ensure_private_dir(self.root)
+        ensure_private_dir(path.parent)
+        write_private(path, data)
+        oid = output_id(session, tool_use_id)
+        return SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
+
+    def get(self, output_id: str) -> str | None:
+        """The saved text for a well-formed output id, or None (bad id, missing, unreadable)."""
+        parts = parse_output_id(output_id)
+        if parts is None:
+            return None
+        path = self.root / parts[0] / (parts[1] + SUFFIX)
+        try:
+            return path.read_bytes().decode("utf-8", "replace")
+        except OSError:
+            return None
+
+    def expire(self, now: float, days: float = RETENTION_DAYS) -> int:
+        """Delete files whose mtime is more than `days` old, then empty session folders.
+
+        A missing root is fine; files or folders that cannot be removed are skipped.
+        Returns the number of files deleted.
+        """
+        cutoff = now - days * DAY_SECONDS
+        deleted = 0
+        try:
+            sessions = [entry for entry in os.scandir(self.root) if entry.is_dir()]
+        except OSError:
+            return 0
+        for folder in sessions:
+            try:
+                files = list(os.scandir(folder.path))
+            except OSError:
+                continue
+            for entry in files:
+                try:
+                    if entry.is_file(follow_symlinks=False) and entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        deleted += 1
+                except OSError:
+                    continue
+            with contextlib.suppress(OSError):
+                os.rmdir(folder.path)  # fails (and is skipped) while the folder is not empty
+        return deleted
+
+    def maybe_expire(self, now: float, days: float = RETENTION_DAYS) -> int | None:
+        """Run `expire` at most once per 24 h, recorded by the mtime of `<root>/.expired`.
+
+        A marker dated in the future also suppresses the run. Returns None when skipped.
+        """
+        marker = self.root / EXPIRED_MARKER
+        try:
+            last = marker.stat().st_mtime
+        except FileNotFoundError:
+            last = None
+        except OSError:
+            return None
+        if last is not None and now - last < DAY_SECONDS:
+            return None
+        deleted = self.expire(now, days)
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+            os.close(fd)
+            os.utime(marker, (now, now))
+        except OSError:
+            pass
+        return deleted
+
+
+def default_output_store(
+    env: Mapping[str, str] | None = None, known_secrets: Sequence[str] = ()
+) -> OutputStore | None:
+    """The store under `cache_root(env)/outputs`, or None when no cache root is usable."""
+    root = cache_root(env)
+    return None if root is None else OutputStore(root / "outputs", known_secrets)

@@ -1,0 +1,199 @@
+"""Session state in SQLite: one JSON blob per session, WAL mode, bounded by count and age.
+
+One connection guarded by a lock serves every thread of the process; WAL and `busy_timeout`
+let several processes share the file. Any database error is logged and swallowed: `load`
+returns None, `save` does nothing, `ping` reports False; the next call reconnects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import replace
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+
+from factrail.stores.paths import ensure_private_dir
+from factrail.stores.state import SessionState, decode_state, encode_state, smooth_calibration
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MEMORY = ":memory:"
+MAX_SESSIONS = 10_000
+TTL_SECONDS = 30 * 24 * 60 * 60
+PRUNE_EVERY = 64
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS sessions ("
+    " key TEXT PRIMARY KEY, updated_ms INTEGER NOT NULL, state BLOB NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated_ms)",
+)
+_UPSERT = (
+    "INSERT INTO sessions (key, updated_ms, state) VALUES (?, ?, ?) ON CONFLICT (key)"
+    " DO UPDATE SET updated_ms = excluded.updated_ms, state = excluded.state"
+)
+
+
+class SqliteStateStore:
+    """Session states in one SQLite file (or `:memory:`).
+
+    Size is bounded: every `prune_every` saves (and on the first), sessions not updated for
+    `ttl_seconds` are deleted and at most `max_sessions` of the most recently updated are kept.
+    The file is created 0600; a missing parent folder is created 0700.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        max_sessions: int = MAX_SESSIONS,
+        ttl_seconds: float = TTL_SECONDS,
+        *,
+        prune_every: int = PRUNE_EVERY,
+        busy_timeout_ms: int = 2000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = str(path)
+        self.max_sessions = max_sessions
+        self.ttl_ms = int(ttl_seconds * 1000)
+        self._prune_every = max(1, prune_every)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._saves = 0
+        self._failing = False
+
+    def load(self, session: str) -> SessionState | None:
+        """The state of `session`, or None if absent, expired, invalid or on any error."""
+
+        def run(conn: sqlite3.Connection) -> SessionState | None:
+            row = conn.execute(
+                "SELECT updated_ms, state FROM sessions WHERE key = ?", (session,)
+            ).fetchone()
+            if row is None or row[0] < self._now_ms() - self.ttl_ms:
+                return None
+            return decode_state(row[1])
+
+        return self._run("load", run, None)
+
+    def save(self, session: str, state: SessionState) -> None:
+        """Replace the state of `session`, stamping `updated_ms`; errors are logged only."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            now = self._now_ms()
+            conn.execute(_UPSERT, (session, now, encode_state(replace(state, updated_ms=now))))
+            if self._saves % self._prune_every == 0:
+                self._prune(conn, now)
+            self._saves += 1
+
+        self._run("save", run, None)
+
+    def update_calibration(self, session: str, ratio: float) -> None:
+        """Blend a calibration ratio into the session atomically (creating it if needed)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            now = self._now_ms()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT updated_ms, state FROM sessions WHERE key = ?", (session,)
+                ).fetchone()
+                state = None
+                if row is not None and row[0] >= now - self.ttl_ms:
+                    state = decode_state(row[1])
+                state = state or SessionState(plan={})
+                state.calibration = smooth_calibration(state.calibration, ratio)
+                state.updated_ms = now
+                conn.execute(_UPSERT, (session, now, encode_state(state)))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        self._run("update_calibration", run, None)
+
+    def ping(self) -> bool:
+        """Whether the database answers a query."""
+
+        def run(conn: sqlite3.Connection) -> bool:
+            conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchall()
+            return True
+
+        return self._run("ping", run, False)
+
+    def close(self) -> None:
+        """Close the connection (a later call reopens it)."""
+        with self._lock:
+            self._disconnect()
+
+    def _prune(self, conn: sqlite3.Connection, now_ms: int) -> None:
+        conn.execute("DELETE FROM sessions WHERE updated_ms < ?", (now_ms - self.ttl_ms,))
+        (count,) = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        excess = count - self.max_sessions
+        if excess > 0:
+            conn.execute(
+                "DELETE FROM sessions WHERE key IN"
+                " (SELECT key FROM sessions ORDER BY updated_ms, key LIMIT ?)",
+                (excess,),
+            )
+
+    def _run(self, operation: str, run: Callable[[sqlite3.Connection], T], default: T) -> T:
+        """`run` on the connection under the lock; database and OS errors give `default`."""
+        with self._lock:
+            try:
+                result = run(self._connect())
+            except (sqlite3.Error, OSError, orjson.JSONEncodeError) as error:
+                self._disconnect()
+                level = logging.DEBUG if self._failing else logging.WARNING
+                log.log(level, "state store %s failed (%s): %s", operation, self.path, error)
+                self._failing = True
+                return default
+            self._failing = False
+            return result
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if self.path != MEMORY:
+            _create_private_file(Path(self.path))
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            conn.execute("PRAGMA synchronous = NORMAL")
+            for statement in _SCHEMA:
+                conn.execute(statement)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        self._saves = 0
+        return conn
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with suppress(sqlite3.Error):
+                conn.close()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the database file 0600 (forcing the mode); a missing parent becomes 0700."""
+    if not path.parent.exists():
+        ensure_private_dir(path.parent)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)

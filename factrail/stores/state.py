@@ -1,0 +1,180 @@
+"""Per-session state: the reduction plan, hysteresis, taint, calibration and remembered answers.
+
+Losing this state costs prompt-cache hits and judge calls, never correctness, so every store
+fails open: `load` returns None on any error and `save` swallows (and logs) failures.
+Session keys arrive already hashed or sanitised; request bodies are never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeGuard
+
+import orjson
+
+MAX_ANSWERS = 20_000
+CALIBRATION_WEIGHT = 0.3
+CALIBRATION_RANGE = (0.25, 4.0)
+ANSWER_FIELDS = ("keepCall", "keepResult")
+
+
+class StoreConfigError(ValueError):
+    """A state store URL that names an unknown or not yet available backend."""
+
+
+@dataclass(frozen=True)
+class PlanEntry:
+    """How one tool result was reduced: matched by tool_use_id and the hash of its original."""
+
+    original_hash: str
+    reduced_text: str
+    input: dict[str, Any] | None = None  # the briefed tool input, if any
+
+
+@dataclass
+class SessionState:
+    """Everything remembered about one session between requests."""
+
+    plan: dict[str, PlanEntry]  # tool_use_id -> how its result was reduced
+    baseline_tokens: int | None = None  # estimated tokens right after the last compaction
+    compactions: int = 0
+    taint: dict[str, Any] | None = None  # sticky taint record {tainted, count, sample, at}
+    calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see answer_key
+    updated_ms: int = 0
+
+
+class StateStore(Protocol):
+    """Session state persistence (SQLite, memory; Redis later)."""
+
+    def load(self, session: str) -> SessionState | None: ...
+    def save(self, session: str, state: SessionState) -> None: ...
+    def update_calibration(self, session: str, ratio: float) -> None: ...
+    def ping(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+def text_hash(text: str) -> str:
+    """Stable short hash (blake2b, 16 bytes, hex) of an original result text."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def answer_key(tool_use_id: str, judge_model: str, prompt_version: str) -> str:
+    """Key of a remembered judge answer: `<tool_use_id>|<judge model>|<prompt version>`."""
+    return f"{tool_use_id}|{judge_model}|{prompt_version}"
+
+
+def remember_answers(state: SessionState, new: Mapping[str, Mapping[str, float]]) -> None:
+    """Add answers in sorted key order; a re-answered key moves to the end; oldest dropped."""
+    for key in sorted(new):
+        answer = _answer(new[key])
+        if answer is None:
+            continue
+        state.answers.pop(key, None)
+        state.answers[key] = answer
+    _trim_answers(state.answers)
+
+
+def smooth_calibration(previous: float | None, ratio: float) -> float | None:
+    """Blend a new `prompt_tokens / estimate` ratio into the previous one (None: ignore it)."""
+    if not math.isfinite(ratio) or ratio <= 0:
+        return previous
+    low, high = CALIBRATION_RANGE
+    ratio = min(max(ratio, low), high)
+    if previous is None:
+        return ratio
+    return previous + CALIBRATION_WEIGHT * (ratio - previous)
+
+
+def encode_state(state: SessionState) -> bytes:
+    """The state as one JSON blob (answers trimmed to the bound)."""
+    answers = dict(state.answers)
+    _trim_answers(answers)
+    return orjson.dumps(
+        {
+            "plan": {
+                key: {"h": entry.original_hash, "t": entry.reduced_text, "i": entry.input}
+                for key, entry in state.plan.items()
+            },
+            "baseline_tokens": state.baseline_tokens,
+            "compactions": state.compactions,
+            "taint": state.taint,
+            "calibration": state.calibration,
+            "answers": answers,
+            "updated_ms": state.updated_ms,
+        }
+    )
+
+
+def decode_state(blob: bytes | str) -> SessionState | None:
+    """The state from `encode_state`'s blob; None when it is not a valid state."""
+    try:
+        raw = orjson.loads(blob)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("plan"), dict):
+        return None
+    plan: dict[str, PlanEntry] = {}
+    for key, item in raw["plan"].items():
+        entry = _plan_entry(item)
+        if entry is None:
+            return None
+        plan[key] = entry
+    answers_raw = raw.get("answers")
+    answers: dict[str, dict[str, float]] = {}
+    if isinstance(answers_raw, dict):
+        for key, value in answers_raw.items():
+            answer = _answer(value) if isinstance(value, dict) else None
+            if answer is not None:
+                answers[key] = answer
+    taint = raw.get("taint")
+    calibration = raw.get("calibration")
+    return SessionState(
+        plan=plan,
+        baseline_tokens=_int_or_none(raw.get("baseline_tokens")),
+        compactions=_int_or_none(raw.get("compactions")) or 0,
+        taint=taint if isinstance(taint, dict) else None,
+        calibration=float(calibration) if _is_number(calibration) else None,
+        answers=answers,
+        updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
+    )
+
+
+def _plan_entry(item: Any) -> PlanEntry | None:
+    if not isinstance(item, dict):
+        return None
+    digest, text, briefed = item.get("h"), item.get("t"), item.get("i")
+    if not isinstance(digest, str) or not isinstance(text, str):
+        return None
+    if briefed is not None and not isinstance(briefed, dict):
+        return None
+    return PlanEntry(digest, text, briefed)
+
+
+def _answer(value: Mapping[str, Any]) -> dict[str, float] | None:
+    answer: dict[str, float] = {}
+    for name in ANSWER_FIELDS:
+        p = value.get(name)
+        if not _is_number(p) or not 0.0 <= p <= 1.0:
+            return None
+        answer[name] = float(p)
+    return answer
+
+
+def _trim_answers(answers: dict[str, dict[str, float]]) -> None:
+    excess = len(answers) - MAX_ANSWERS
+    if excess > 0:
+        for key in list(answers)[:excess]:
+            del answers[key]
+
+
+def _is_number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

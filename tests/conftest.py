@@ -1,0 +1,34 @@
+"""Shared fixtures: the real-session corpus (skipped when absent) and isolated XDG folders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CORPUS_DIR = Path(
+    os.environ.get(
+        "FACTRAIL_CORPUS_DIR", Path(__file__).resolve().parents[2] / "shared" / "corpus" / "dev"
+    )
+)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir() -> Path:
+    """The development corpus of real sessions; tests using it skip when it is absent."""
+    if not CORPUS_DIR.is_dir() or not any(CORPUS_DIR.glob("*.json")):
+        pytest.skip(f"corpus not present at {CORPUS_DIR}")
+    return CORPUS_DIR
+
+
+@pytest.fixture(autouse=True)
+def isolated_xdg(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """Point every XDG root at a private temporary folder so no test touches the real home."""
+    root = tmp_path_factory.mktemp("xdg")
+    for var in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        monkeypatch.setenv(var, str(root / var.lower()))
+    yield

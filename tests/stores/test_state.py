@@ -1,0 +1,284 @@
+"""Session state: encoding, remembered answers, the memory and SQLite stores, store URLs."""
+
+from __future__ import annotations
+
+import logging
+import stat
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from factrail.stores import default_state_url, open_state_store
+from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.sqlite_state import SqliteStateStore
+from factrail.stores.state import (
+    MAX_ANSWERS,
+    PlanEntry,
+    SessionState,
+    StateStore,
+    StoreConfigError,
+    answer_key,
+    decode_state,
+    encode_state,
+    remember_answers,
+    smooth_calibration,
+    text_hash,
+)
+
+DAY = 24 * 60 * 60
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def sample_state() -> SessionState:
+    return SessionState(
+        plan={
+            "call_1": PlanEntry(text_hash("original"), "[factrail omitted 8 chars]"),
+            "call_2": PlanEntry(text_hash("other"), "reduced ✓", {"path": "a.py", "n": [1, 2]}),
+        },
+        baseline_tokens=1234,
+        compactions=2,
+        taint={"tainted": True, "count": 1, "sample": "Skill", "at": 5},
+        calibration=1.1,
+        answers={answer_key("call_1", "m", "v1"): {"keepCall": 0.9, "keepResult": 0.25}},
+    )
+
+
+def test_text_hash_is_stable_and_short() -> None:
+    assert text_hash("abc") == text_hash("abc")
+    assert text_hash("abc") != text_hash("abd")
+    assert len(text_hash("x")) == 32
+    assert text_hash("lone \ud800") != text_hash("lone ")
+
+
+def test_encode_decode_round_trip() -> None:
+    state = sample_state()
+    assert decode_state(encode_state(state)) == state
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [b"", b"not json", b"[]", b'{"plan": []}', b'{"plan": {"a": {"h": 1, "t": "x"}}}'],
+)
+def test_decode_rejects_invalid_blobs(blob: bytes) -> None:
+    assert decode_state(blob) is None
+
+
+def test_decode_drops_invalid_answers_and_fields() -> None:
+    blob = (
+        b'{"plan": {}, "compactions": "x", "calibration": true, "answers":'
+        b' {"a": {"keepCall": 0.5, "keepResult": 1}, "b": {"keepCall": 2, "keepResult": 0},'
+        b' "c": {"keepCall": 0.5}, "d": 3}}'
+    )
+    state = decode_state(blob)
+    assert state is not None
+    assert state.answers == {"a": {"keepCall": 0.5, "keepResult": 1.0}}
+    assert state.compactions == 0 and state.calibration is None
+
+
+def test_remember_answers_orders_reappends_and_bounds() -> None:
+    state = SessionState(plan={})
+    remember_answers(
+        state, {"b": {"keepCall": 1, "keepResult": 0}, "a": {"keepCall": 0, "keepResult": 0}}
+    )
+    remember_answers(state, {"a": {"keepCall": 1, "keepResult": 1}, "bad": {"keepCall": 5}})
+    assert list(state.answers) == ["b", "a"]
+    assert state.answers["a"] == {"keepCall": 1.0, "keepResult": 1.0}
+    many = {f"k{i:05d}": {"keepCall": 0.5, "keepResult": 0.5} for i in range(MAX_ANSWERS)}
+    remember_answers(state, many)
+    assert len(state.answers) == MAX_ANSWERS
+    assert "b" not in state.answers and "a" not in state.answers
+    assert next(iter(state.answers)) == "k00000"
+
+
+def test_smooth_calibration() -> None:
+    assert smooth_calibration(None, 1.5) == 1.5
+    assert smooth_calibration(1.0, 2.0) == pytest.approx(1.3)
+    assert smooth_calibration(1.0, float("nan")) == 1.0
+    assert smooth_calibration(None, -1.0) is None
+    assert smooth_calibration(None, 100.0) == 4.0
+
+
+StoreFactory = Callable[[Path, Clock], StateStore]
+FACTORIES: dict[str, StoreFactory] = {
+    "memory": lambda _path, clock: MemoryStateStore(clock=clock),
+    "sqlite": lambda path, clock: SqliteStateStore(path / "state.db", clock=clock),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_store_contract(kind: str, tmp_path: Path) -> None:
+    clock = Clock()
+    store = FACTORIES[kind](tmp_path, clock)
+    assert store.ping()
+    assert store.load("s") is None
+    state = sample_state()
+    store.save("s", state)
+    loaded = store.load("s")
+    assert loaded is not None
+    assert loaded.updated_ms == int(clock.now * 1000)
+    assert loaded.plan == state.plan and loaded.answers == state.answers
+    assert loaded is not state
+    loaded.plan.clear()  # the caller's copy is its own
+    reloaded = store.load("s")
+    assert reloaded is not None and reloaded.plan == state.plan
+    store.update_calibration("s", 2.0)
+    store.update_calibration("fresh", 0.8)
+    calibrated = store.load("s")
+    assert calibrated is not None and calibrated.calibration == pytest.approx(1.37)
+    assert calibrated.plan == state.plan
+    fresh = store.load("fresh")
+    assert fresh is not None and fresh.calibration == 0.8 and fresh.plan == {}
+    store.close()
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_sqlite_file_is_private_and_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "state.db"
+    store = SqliteStateStore(path)
+    store.save("s", sample_state())
+    wal = path.with_name("state.db-wal")
+    assert wal.exists() and mode(wal) == 0o600  # WAL mode, sidecar as private as the file
+    store.close()
+    assert mode(path) == 0o600
+    assert mode(path.parent) == 0o700
+    reopened = SqliteStateStore(path)
+    assert reopened.load("s") is not None
+    reopened.close()
+
+
+def test_sqlite_ttl_hides_and_prunes_old_sessions(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteStateStore(tmp_path / "s.db", ttl_seconds=30 * DAY, prune_every=1, clock=clock)
+    store.save("old", sample_state())
+    clock.now += 31 * DAY
+    assert store.load("old") is None
+    store.save("new", sample_state())
+    assert store.load("new") is not None
+    clock.now -= 31 * DAY  # even seen from the past, "old" is gone: it was pruned
+    assert store.load("old") is None
+    store.close()
+
+
+def test_sqlite_keeps_at_most_max_sessions(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteStateStore(tmp_path / "s.db", max_sessions=5, prune_every=1, clock=clock)
+    for i in range(12):
+        clock.now += 1
+        store.save(f"s{i}", SessionState(plan={}))
+    present = [i for i in range(12) if store.load(f"s{i}") is not None]
+    assert present == [7, 8, 9, 10, 11]
+    store.close()
+
+
+def test_sqlite_prunes_only_every_nth_save(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SqliteStateStore(tmp_path / "s.db", max_sessions=2, prune_every=4, clock=clock)
+    for i in range(4):
+        clock.now += 1
+        store.save(f"s{i}", SessionState(plan={}))
+    assert [store.load(f"s{i}") is not None for i in range(4)] == [True] * 4
+    clock.now += 1
+    store.save("s4", SessionState(plan={}))  # the 5th save prunes
+    assert [store.load(f"s{i}") is not None for i in range(5)] == [False] * 3 + [True] * 2
+    store.close()
+
+
+def test_sqlite_under_concurrent_threads(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "s.db"
+    stores = [SqliteStateStore(path), SqliteStateStore(path)]  # two "processes", shared threads
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work(n: int) -> None:
+        store = stores[n % 2]
+        session = f"s{n % 7}"
+        try:
+            for i in range(15):
+                state = SessionState(plan={f"c{n}-{i}": PlanEntry(text_hash(str(i)), "r")})
+                store.save(session, state)
+                loaded = store.load(session)
+                assert loaded is not None and len(loaded.plan) == 1
+                store.update_calibration(session, 1.0)
+        except BaseException as error:
+            with lock:
+                errors.append(error)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(work, range(32)))
+    assert errors == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    for i in range(7):
+        final = stores[0].load(f"s{i}")
+        assert final is not None and final.calibration == pytest.approx(1.0)
+    for store in stores:
+        store.close()
+
+
+def test_sqlite_corrupt_file_fails_open(tmp_path: Path) -> None:
+    path = tmp_path / "bad.db"
+    path.write_bytes(b"this is not a database" * 100)
+    store = SqliteStateStore(path)
+    assert store.load("s") is None
+    store.save("s", sample_state())  # logged and swallowed
+    store.update_calibration("s", 1.2)
+    assert not store.ping()
+    store.close()
+
+
+def test_sqlite_unusable_path_fails_open(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    store = SqliteStateStore(blocker / "state.db")
+    store.save("s", sample_state())
+    assert store.load("s") is None
+    assert not store.ping()
+
+
+def test_sqlite_unserialisable_state_is_swallowed(tmp_path: Path) -> None:
+    store = SqliteStateStore(tmp_path / "s.db")
+    store.save("s", SessionState(plan={}, taint={"at": object()}))
+    assert store.load("s") is None
+    assert store.ping()
+    store.close()
+
+
+def test_sqlite_in_memory(tmp_path: Path) -> None:
+    store = open_state_store("sqlite://:memory:")
+    assert isinstance(store, SqliteStateStore)
+    store.save("s", sample_state())
+    assert store.load("s") is not None
+
+
+def test_open_state_store_urls(tmp_path: Path) -> None:
+    assert isinstance(open_state_store("memory://"), MemoryStateStore)
+    store = open_state_store(f"sqlite://{tmp_path}/x.db")
+    assert isinstance(store, SqliteStateStore) and store.path == f"{tmp_path}/x.db"
+
+
+@pytest.mark.parametrize("url", ["sqlite://relative.db", "nope", "ftp://x", "sqlite:///a.db?x=1"])
+def test_open_state_store_rejects_bad_urls(url: str) -> None:
+    with pytest.raises(StoreConfigError):
+        open_state_store(url)
+
+
+def test_open_state_store_names_missing_redis() -> None:
+    with pytest.raises(StoreConfigError, match="Redis"):
+        open_state_store("redis://localhost:6379/0")
+
+
+def test_default_state_url() -> None:
+    assert default_state_url({"XDG_CACHE_HOME": "/c"}) == "sqlite:///c/factrail/state.db"
+    assert default_state_url({}) == "memory://"
