@@ -22,6 +22,7 @@ from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import cache_root, data_root
 from factrail.stores.state import StateStore
 
+
 class Compactor(Protocol):
     """The per-request compaction step (`factrail.session.SessionCompactor`)."""
 

@@ -21,8 +21,13 @@ RATIO_BUCKETS = tuple(round(0.05 * i, 2) for i in range(1, 21))
 OVERHEAD_BUCKETS = (
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 )  # fmt: skip
-UPSTREAM_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0)
+UPSTREAM_BUCKETS = (
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0,
+)  # fmt: skip
 COMPACTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0)
+JUDGE_ERROR_KINDS = frozenset({"transport", "deadline", "status", "malformed", "missing-answer"})
+FAILURE_PHASES = ("parse", "compact", "serialise", "injected")
+"""Where a compaction step failed open (the `reason` label)."""
 COUNT_BUCKETS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
 
 
@@ -94,6 +99,8 @@ class Metrics:
         self.failures = Counter(
             p + "compaction_failures", "Compaction steps that failed open.", ["reason"], registry=r
         )
+        for phase in FAILURE_PHASES:
+            self.failures.labels(phase)
         self.redactions = Counter(
             p + "redactions", "Credentials redacted in saved outputs.", ["family"], registry=r
         )
@@ -113,13 +120,12 @@ class Metrics:
         """Count what one compaction step did."""
         if result.reapplied:
             self.reapplied.inc(result.reapplied)
-        errors = len(result.judge_errors)
-        if result.judge_requests:
-            ok = max(result.judge_requests - errors, 0)
-            if ok:
-                self.judge_requests.labels(result.judge, "ok").inc(ok)
-        if errors:
-            self.judge_requests.labels(result.judge, "error").inc(errors)
+        ok = result.judge_requests - len(result.judge_errors)
+        if ok > 0:
+            self.judge_requests.labels(result.judge, "ok").inc(ok)
+        for error in result.judge_errors:
+            kind = error if error in JUDGE_ERROR_KINDS else "error"
+            self.judge_requests.labels(result.judge, kind).inc()
         for family, count in result.redactions.items():
             self.redactions.labels(family).inc(count)
         if result.outcome != "compacted":

@@ -87,9 +87,7 @@ class Gateway:
         self.metrics = metrics
         self.client = client
         self.engine = engine
-        self.fast_path_bytes = int(
-            settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM
-        )
+        self.fast_path_bytes = int(settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM)
 
     async def handle(self, request: Request, route: Route) -> Response:
         """Proxy one request end to end; never raises."""
@@ -198,22 +196,21 @@ class Gateway:
                 background=BackgroundTask(upstream.aclose),
             )
         try:
-            content = b"".join([chunk async for chunk in upstream.aiter_raw()])
+            content = await upstream.aread()
         except httpx.TimeoutException:
             return _transport_error(504, "the upstream response timed out", prepared)
         except httpx.TransportError:
             return _transport_error(502, "the upstream response was cut", prepared)
         finally:
             await upstream.aclose()
-        if "content-encoding" not in headers:
-            self._observe(prepared, body_prompt_tokens(content))
+        self._observe(prepared, body_prompt_tokens(content))
         return Response(content, status_code=upstream.status_code, headers=headers)
 
     async def _relay(self, upstream: httpx.Response, prepared: Prepared) -> AsyncIterator[bytes]:
         """The upstream bytes chunk by chunk; the upstream stream is closed however this ends."""
         usage = StreamUsage() if prepared.session else None
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.aiter_bytes():
                 if usage is not None:
                     usage.feed(chunk)
                 yield chunk
@@ -244,7 +241,8 @@ def _load_object(body: bytes) -> dict[str, Any]:
         try:  # integers past 64 bits, NaN: valid for Python's json, not orjson
             data = json.loads(body)
         except ValueError:
-            raise RequestRejected(400, "the request body is not valid JSON", "invalid_json") from None
+            message = "the request body is not valid JSON"
+            raise RequestRejected(400, message, "invalid_json") from None
     if not isinstance(data, dict):
         raise RequestRejected(400, "the request body must be a JSON object", "invalid_body")
     return data

@@ -1,4 +1,4 @@
-"""Gateway settings: env vars prefixed `FACTRAIL_`, an optional TOML file named by `FACTRAIL_CONFIG`.
+"""Gateway settings: `FACTRAIL_*` env vars, and an optional TOML file named by `FACTRAIL_CONFIG`.
 
 Environment variables win over the file. A malformed value never crashes the gateway: the field
 falls back to its default and one warning names it (never its value, which may be a secret).
@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import Field, SecretStr, ValidationError, ValidatorFunctionWrapHandler, field_validator
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -91,9 +97,7 @@ class Settings(BaseSettings):
 
     @field_validator("*", mode="wrap")
     @classmethod
-    def _default_on_error(
-        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: Any
-    ) -> Any:
+    def _default_on_error(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: Any) -> Any:
         name: str = info.field_name
         try:
             result = handler(_decode(cls.model_fields[name], value))

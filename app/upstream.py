@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import httpx
 
@@ -22,8 +22,8 @@ HOP_BY_HOP = frozenset(
 )
 """Headers that describe one connection, not the message (RFC 9110 §7.6.1)."""
 REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-factrail-session"}
-RESPONSE_DROP = HOP_BY_HOP | {"content-length", "server", "date"}
-"""Bodies are relayed raw, so `content-encoding` stays; uvicorn sets its own date and server."""
+RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
+"""Bodies are relayed decoded; uvicorn sets its own date and server."""
 
 
 def make_client(
@@ -77,4 +77,3 @@ def _connection_named(pairs: Iterable[tuple[str, str]]) -> frozenset[str]:
         if key.lower() == "connection":
             names.update(part.strip().lower() for part in value.split(",") if part.strip())
     return frozenset(names)
-

@@ -145,7 +145,6 @@ def make_cli_judge(args: argparse.Namespace, client: Any) -> Any:
         "api_key": key or None,
         "local": bool(args.local),
         "client": client,
-        "egress": args.egress,
     }
     return make_judge(args.judge, **kwargs)
 
@@ -158,7 +157,7 @@ async def _compact(args: argparse.Namespace) -> int:
     from factrail.core.formats.detect import dump_document, parse_any
     from factrail.session import CompactorConfig, SessionCompactor
     from factrail.stores.memory_state import MemoryStateStore
-    from factrail.stores.outputs import OutputStore, default_outputs_root
+    from factrail.stores.outputs import default_output_store
 
     path: Path = args.file
     if not path.is_file():
@@ -167,10 +166,9 @@ async def _compact(args: argparse.Namespace) -> int:
     session = args.session or "cli-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     outputs = None
     if args.save_outputs:
-        root = default_outputs_root()
-        if root is None:
+        outputs = default_output_store()
+        if outputs is None:
             raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
-        outputs = OutputStore(root)
     config = CompactorConfig(
         trigger_tokens=max(0, args.trigger_tokens),
         trigger_percent=0.0,
@@ -208,12 +206,11 @@ async def _compact(args: argparse.Namespace) -> int:
 
 
 def _outputs(args: argparse.Namespace) -> int:
-    from factrail.stores.outputs import OutputStore, default_outputs_root
+    from factrail.stores.outputs import default_output_store
 
-    root = default_outputs_root()
-    if root is None:
+    store = default_output_store()
+    if store is None:
         raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
-    store = OutputStore(root)
     if args.action == "get":
         text = store.get(args.id)
         if text is None:

@@ -26,10 +26,18 @@ from factrail.core.tev import PROMPT_VERSION
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.decide import decide
-from factrail.policy.taint import TaintScan, merge_taint, scan_taint, taint_write, tool_refs
+from factrail.core.redact import redact_value
+from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.state import PlanEntry, SessionState, StateStore, text_hash
+from factrail.stores.state import (
+    PlanEntry,
+    SessionState,
+    StateStore,
+    answer_key,
+    remember_answers,
+    text_hash,
+)
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
 
@@ -211,8 +219,9 @@ class SessionCompactor:
             lines = lines_for(trigger, state.baseline_tokens, cfg.rearm_tokens)
             if tokens < lines.need:
                 return self._finish_without_compaction(result, doc, work, reapplied)
-        return await self._compact(session, doc, work, reapplied, state, result, ratio,
-                                   transcript, extra_tokens)
+        return await self._compact(
+            session, doc, work, reapplied, state, result, ratio, transcript, extra_tokens
+        )
 
     def _finish_without_compaction(
         self, result: TurnResult, doc: Document, work: list[Message], reapplied: set[str]
@@ -235,7 +244,8 @@ class SessionCompactor:
     ) -> TurnResult:
         cfg = self.config
         # The fence: a session that ever used a fenced tool only reaches a judge declared local.
-        scan = scan_taint(tool_refs(work), tools=cfg.taint_tools, skills=cfg.taint_skills)
+        fence = TaintFence(tools=cfg.taint_tools, skills=cfg.taint_skills)
+        scan = fence.scan(tool_refs(work))
         taint = merge_taint(state.taint, scan)
         record = taint_write(state.taint, scan, int(self._clock() * 1000))
         if record is not None:
@@ -331,17 +341,22 @@ class SessionCompactor:
             answers = round_.answers
             result.judge_requests = round_.requests
             result.judge_errors.extend(e.outcome for e in round_.errors)
-            for family, n in round_.redactions.items():
-                result.redactions[family] = result.redactions.get(family, 0) + n
+            if round_.redacted:
+                result.redactions["judge"] = result.redactions.get("judge", 0) + round_.redacted
         outcome = plan.decide(answers)
         result.judge = self.judge.kind
         judged_all = not result.judge_errors
         result.reason = verdict.reason if judged_all else "ok-rules"
-        for tool_use_id, answer in outcome.new_answers.items():
-            state.answers[f"{tool_use_id}{prefix}"] = {
-                "keepCall": answer.keep_call,
-                "keepResult": answer.keep_result,
-            }
+        remember_answers(
+            state,
+            {
+                answer_key(tool_use_id, self.judge.model, PROMPT_VERSION): {
+                    "keepCall": answer.keep_call,
+                    "keepResult": answer.keep_result,
+                }
+                for tool_use_id, answer in outcome.new_answers.items()
+            },
+        )
         if (
             self.decisions is not None
             and cfg.record_decisions
@@ -377,7 +392,9 @@ class SessionCompactor:
             where = f"the full output is saved at {saved.path}"
             if self.config.outputs_route:
                 where += f" (GET {self.config.outputs_route}{saved.output_id})"
-            note = swap_full_output_note(text, tool_use_id, f"{where}; read it for anything not kept here")
+            note = swap_full_output_note(
+                text, tool_use_id, f"{where}; read it for anything not kept here"
+            )
             swapped[tool_use_id] = note
             result.saved += 1
         if swapped:
@@ -455,14 +472,19 @@ def decision_record(
     outcome: Any,
 ) -> dict[str, Any]:
     """One decision-log line: what was asked (redacted, as sent), answered and decided."""
+    known: tuple[str, ...] = tuple(getattr(judge, "known_secrets", ()))
     return {
         "session": session,
-        "judge": {"kind": judge.kind, "endpoint": getattr(judge, "endpoint", ""), "model": judge.model},
+        "judge": {
+            "kind": judge.kind,
+            "endpoint": getattr(judge, "endpoint", ""),
+            "model": judge.model,
+        },
         "egress": egress,
         "requests": [
             {
-                "state": r.sent_state if getattr(r, "sent_state", None) is not None else r.state,
-                "questions": r.questions,
+                "state": redact_value(r.state, known)[0],
+                "questions": redact_value(r.questions, known)[0],
                 "answers": {q: answers[q] for q in r.questions if q in answers},
                 "calls": [list(c) for c in r.calls],
             }

@@ -70,6 +70,4 @@ async def saved_output(request: Request, output_id: str) -> Response:
 
 def _bearer_matches(header: str, key: str) -> bool:
     scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        token.strip().encode(), key.encode()
-    )
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())

@@ -10,15 +10,16 @@ and the over-long arguments of reduced calls.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.classify import read_is_observation, reproducible
-from factrail.core.facts import fact_lines, fact_tokens, toks
+from factrail.core.facts import fact_lines, fact_score, fact_tokens, toks
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
 from factrail.core.rails import (
@@ -127,15 +128,12 @@ _NOTE = -1
 
 
 class _Engine:
-    def __init__(
-        self,
-        head_chars: int,
-        selection: Selection,
-        contexts: dict[str, ValueContext] | None,
-    ) -> None:
+    def __init__(self, head_chars: int, selection: Selection) -> None:
         self.head_chars = head_chars
         self.selection = selection
-        self.contexts = contexts
+        self.contexts: dict[str, ValueContext] = {}
+        self.score = functools.cache(fact_score)
+        self.tokens: Callable[[str], frozenset[str]] = functools.cache(lambda s: frozenset(toks(s)))
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
@@ -155,16 +153,22 @@ class _Engine:
     def _render(self, slot: _Slot, kind: int) -> _Render:
         if kind == _NOTE:
             return self._fit(slot, rerun_note(slot.text, slot.tool_use_id))
-        stub = stub_layout(slot.text, slot.is_error, TIERS[kind], self.head_chars)
+        stub = stub_layout(slot.text, slot.is_error, TIERS[kind], self.head_chars, self.score)
         if stub is None:
             return _Render(slot.text, slot.tokens)
         middle = slot.text[stub.head_end : stub.tail_start]
         parts: ValueParts | None = None
         if self.selection.value:
-            parts = value_parts(middle, stub.budget, self._values(slot, middle))
+            parts = value_parts(
+                middle,
+                stub.budget,
+                self._values(slot, middle),
+                score=self.score,
+                tokens=self.tokens,
+            )
             lines = parts.lines()
         else:
-            lines = fact_lines(middle, stub.budget)
+            lines = fact_lines(middle, stub.budget, self.score)
         r = self._fit(slot, self.stub_text(slot, stub, lines))
         if r.text is not slot.text:
             r.parts, r.stub = parts, stub
@@ -183,10 +187,10 @@ class _Engine:
 
     def _values(self, slot: _Slot, middle: str) -> dict[str, float]:
         if slot.values is None:
-            ctx = (self.contexts or {}).get(slot.tool_use_id)
+            ctx = self.contexts.get(slot.tool_use_id)
             if ctx is None:
                 ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
-            slot.values = token_values(slot.text, ctx, toks(middle))
+            slot.values = token_values(slot.text, ctx, self.tokens(middle))
         return slot.values
 
     def next_move(self, slot: _Slot) -> tuple[float, int, int] | None:
@@ -259,7 +263,12 @@ def _pool(
                 greedy = {parts.units[k] for k in parts.greedy}
                 side.append("\n".join(x for x in text.split("\n") if x not in greedy))
     plans = [(slot, r.stub, r.parts) for slot, r in pooled.values()]
-    picks = pool([p for _, _, p in plans if p is not None], side, contain=engine.selection.contain)
+    picks = pool(
+        [p for _, _, p in plans if p is not None],
+        side,
+        contain=engine.selection.contain,
+        tokens=engine.tokens,
+    )
     for (slot, stub, parts), chosen in zip(plans, picks, strict=True):
         if stub is None or parts is None:
             continue
@@ -323,8 +332,9 @@ def apply(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
     )
-    contexts = message_contexts(messages) if selection.value else None
-    engine = _Engine(head_chars, selection, contexts)
+    engine = _Engine(head_chars, selection)
+    if selection.value:
+        engine.contexts = message_contexts(messages, engine.tokens)
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
     after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}

@@ -9,6 +9,7 @@ units, so a note is never picked as a fact.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 
 from factrail.core.marks import is_mark_line
 
@@ -52,6 +53,9 @@ PATTERNS: tuple[re.Pattern[str], ...] = (
 )
 """The 12 fact patterns; a unit's fact score is how many of them match it."""
 
+_WORD_PATTERNS = tuple(PATTERNS[i] for i in (0, 1, 3, 10, 11))
+"""The patterns that can match a unit without an ASCII digit."""
+
 FACT_TOKEN = re.compile(
     rf"[A-Za-z]:[\\/][^\s\"'<>]+|/(?:[\w.@-]+/)+[\w.@-]+|{_HEX}|\b\d[\d.,:]*\d\b", re.IGNORECASE
 )
@@ -60,6 +64,7 @@ FACT_TOKEN = re.compile(
 _DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _HAS_DIGIT = re.compile(r"[0-9]")
+_ANY_DIGIT = re.compile(r"\d")
 _TRAILING = ".:,"
 
 
@@ -100,14 +105,19 @@ def fact_score(unit: str) -> int:
     """How many of the 12 fact patterns match `unit`."""
     if not unit:
         return 0
-    return sum(1 for p in PATTERNS if p.search(unit) is not None)
+    patterns = PATTERNS if _ANY_DIGIT.search(unit) else _WORD_PATTERNS
+    return sum(1 for p in patterns if p.search(unit) is not None)
 
 
-def scored_units(text: str) -> list[tuple[int, int, str]]:
+Score = Callable[[str], int]
+"""A unit scorer: `fact_score`, or a memoised copy of it shared across one compaction."""
+
+
+def scored_units(text: str, score: Score = fact_score) -> list[tuple[int, int, str]]:
     """`(score, index, unit)` for every unit of `text` with a positive score, in text order."""
     out: list[tuple[int, int, str]] = []
     for i, u in enumerate(units(text)):
-        s = fact_score(u)
+        s = score(u)
         if s > 0:
             out.append((s, i, u))
     return out
@@ -129,14 +139,31 @@ def pick_fact_lines(scored: list[tuple[int, int, str]], budget: int) -> list[tup
     return picked
 
 
-def fact_lines(text: str, budget: int) -> list[str]:
+def fact_lines(text: str, budget: int, score: Score = fact_score) -> list[str]:
     """The best-scoring distinct units of `text` that fit in `budget` chars, in text order."""
-    return [u for _, u in pick_fact_lines(scored_units(text), budget)]
+    return [u for _, u in pick_fact_lines(scored_units(text, score), budget)]
 
 
-def fact_chars(text: str) -> int:
-    """Chars all distinct fact lines of `text` would take (len+1 each), with no budget."""
-    return sum(len(u) + 1 for u in {u for _, _, u in scored_units(text)})
+def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
+    """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it.
+
+    Scores only as far as needed: stops once the answer is certain either way.
+    """
+    need = len(text) * share
+    all_units = units(text)
+    left = sum(len(u) + 1 for u in all_units)
+    got = 0
+    seen: set[str] = set()
+    for u in all_units:
+        left -= len(u) + 1
+        if u not in seen and score(u) > 0:
+            seen.add(u)
+            got += len(u) + 1
+        if got >= need:
+            return True
+        if got + left < need:
+            return False
+    return got >= need
 
 
 def fact_tokens(text: str) -> set[str]:
@@ -144,6 +171,18 @@ def fact_tokens(text: str) -> set[str]:
     if _has_mark(text):
         text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
     return set(FACT_TOKEN.findall(text))
+
+
+def token_matches(s: str) -> Iterator[re.Match[str]]:
+    """The raw matches behind `toks` (trailing `.:,` not yet stripped)."""
+    for m in _DIG.finditer(s):
+        t = m.group().rstrip(_TRAILING)
+        if len(t) >= 6 and _HAS_DIGIT.search(t):
+            yield m
+    for m in _WRD.finditer(s):
+        t = m.group().rstrip(_TRAILING)
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not _HAS_DIGIT.search(t):
+            yield m
 
 
 def toks(s: str) -> set[str]:

@@ -147,10 +147,10 @@ def attach_outcomes(messages: Sequence[Message]) -> None:
             outcome[r.tool_use_id] = r
     for m in messages:
         for u in m.tool_uses:
-            r = outcome.get(u.tool_use_id)
-            if r is not None:
-                u.text = r.text
-                u.is_error = r.is_error
+            hit = outcome.get(u.tool_use_id)
+            if hit is not None:
+                u.text = hit.text
+                u.is_error = hit.is_error
 
 
 def as_map(value: Any) -> dict[str, Any]:
@@ -168,6 +168,9 @@ def as_map(value: Any) -> dict[str, Any]:
     return {}
 
 
+_TEXT_PART_TYPES = ("text", "input_text", "output_text")
+
+
 def content_text(value: Any, sep: str = "") -> str:
     """Text of a content value: a string, or the text parts of a content-part list joined."""
     if isinstance(value, str):
@@ -177,8 +180,7 @@ def content_text(value: Any, sep: str = "") -> str:
         for item in value:
             if isinstance(item, str):
                 parts.append(item)
-            elif isinstance(item, dict) and item.get("type", "text") in ("text", "input_text",
-                                                                          "output_text"):
+            elif isinstance(item, dict) and item.get("type", "text") in _TEXT_PART_TYPES:
                 t = item.get("text")
                 if isinstance(t, str):
                     parts.append(t)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from factrail.core.facts import fact_chars, fact_lines
+from factrail.core.facts import Score, fact_lines, fact_score, facts_reach
 from factrail.core.marks import (
     EVICTED_DETAIL,
     FACTS_ONLY_DETAIL,
@@ -83,18 +83,20 @@ def stub_cuts(text: str, keep: int) -> tuple[int, int]:
     return head_end, tail_start
 
 
-def stays_whole(text: str, keep: int, rails: RailTier) -> bool:
+def stays_whole(text: str, keep: int, rails: RailTier, score: Score = fact_score) -> bool:
     """Small, or a dense dump whose fact lines are most of it."""
     n = len(text)
     if n <= max(rails.small, keep + 2 * FACT_TAIL_CHARS):
         return True
-    return n <= rails.dense_keep and fact_chars(text) >= n * rails.dense_share
+    return n <= rails.dense_keep and facts_reach(text, rails.dense_share, score)
 
 
-def stub_layout(text: str, is_error: bool, rails: RailTier, head_chars: int) -> Stub | None:
+def stub_layout(
+    text: str, is_error: bool, rails: RailTier, head_chars: int, score: Score = fact_score
+) -> Stub | None:
     """The stub cut of an observation at `rails`, or None when it stays whole."""
     keep = head_keep(is_error, head_chars)
-    if stays_whole(text, keep, rails):
+    if stays_whole(text, keep, rails, score):
         return None
     head_end, tail_start = stub_cuts(text, keep)
     return Stub(head_end, tail_start, max(FACT_BUDGET_CHARS, int(len(text) * rails.share)))

@@ -12,11 +12,19 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from factrail.core.facts import pick_fact_lines, scored_units, toks, units
+from factrail.core.facts import (
+    Score,
+    fact_score,
+    pick_fact_lines,
+    scored_units,
+    token_matches,
+    toks,
+    units,
+)
 from factrail.core.model import Message, input_json
 
 INTERCEPT = -2.884622
@@ -35,6 +43,9 @@ _ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|ti
 _DIGITS = frozenset("0123456789")
 _EPS = 1e-12
 
+Tokens = Callable[[str], AbstractSet[str]]
+"""A tokenizer: `toks`, or a memoised copy of it shared across one compaction."""
+
 
 @dataclass(frozen=True, slots=True)
 class ValueContext:
@@ -46,7 +57,7 @@ class ValueContext:
     reused: frozenset[str]
 
 
-def message_contexts(messages: Sequence[Message]) -> dict[str, ValueContext]:
+def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict[str, ValueContext]:
     """The value context of every result, by tool_use_id (a later duplicate wins)."""
     outs: list[tuple[int, str, str, str]] = []  # (event index, id, text, last input)
     spoken: list[tuple[int, str]] = []  # assistant texts and inputs, by event index
@@ -70,11 +81,11 @@ def message_contexts(messages: Sequence[Message]) -> dict[str, ValueContext]:
                 n += 1
     last_said: dict[str, int] = {}
     for i, text in spoken:
-        for t in toks(text):
+        for t in tokens(text):
             last_said[t] = i
     intro: dict[str, int] = {}
     for i, _, text, _ in outs:
-        for t in toks(text) & last_said.keys():
+        for t in tokens(text) & last_said.keys():
             intro.setdefault(t, i)
     reused = frozenset(t for t, i in intro.items() if i < last_said[t])
     total = len(outs)
@@ -84,7 +95,20 @@ def message_contexts(messages: Sequence[Message]) -> dict[str, ValueContext]:
     }
 
 
-def _value(t: str, text: str, size: int, ctx: ValueContext) -> float:
+def occurrences(text: str) -> dict[str, tuple[int, int]]:
+    """`(count, first index)` of every candidate token of `text`, counted as token matches.
+
+    One linear scan: a token seen only inside a longer token is not counted there.
+    """
+    out: dict[str, tuple[int, int]] = {}
+    for m in token_matches(text):
+        t = m.group().rstrip(".:,")
+        hit = out.get(t)
+        out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
+    return out
+
+
+def _value(t: str, seen: tuple[int, int], size: int, ctx: ValueContext) -> float:
     n = len(t)
     digits = sum(1 for c in t if c in _DIGITS)
     x = (
@@ -94,11 +118,11 @@ def _value(t: str, text: str, size: int, ctx: ValueContext) -> float:
         1.0 if _HEX.match(t) else 0.0,
         math.log(n),
         digits / n,
-        math.log1p(text.count(t)),
+        math.log1p(seen[0]),
         1.0 if t in ctx.input else 0.0,
         1.0 if t in ctx.user else 0.0,
         math.log1p(ctx.dist),
-        max(text.find(t), 0) / size,
+        seen[1] / size,
         math.log(size),
         1.0 if t in ctx.reused else 0.0,
     )
@@ -111,7 +135,9 @@ def token_values(
 ) -> dict[str, float]:
     """The value of each candidate token of the full result `text` (or of the given tokens)."""
     size = max(len(text), 1)
-    return {t: _value(t, text, size, ctx) for t in (toks(text) if tokens is None else tokens)}
+    seen = occurrences(text)
+    wanted = toks(text) if tokens is None else tokens
+    return {t: _value(t, seen.get(t, (1, 0)), size, ctx) for t in wanted}
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,14 +201,21 @@ class ValueParts:
         return sum(len(self.units[i]) + 1 for i in self.greedy)
 
 
-def value_parts(middle: str, budget: int, values: Mapping[str, float]) -> ValueParts:
+def value_parts(
+    middle: str,
+    budget: int,
+    values: Mapping[str, float],
+    *,
+    score: Score = fact_score,
+    tokens: Tokens = toks,
+) -> ValueParts:
     """Choose a stub's lines by token value, never spending more than the regex selector."""
     all_units = units(middle)
     last = {u: i for i, u in enumerate(all_units)}
     order = sorted(last.values())
     distinct = [all_units[i] for i in order]
     at = {u: k for k, u in enumerate(distinct)}
-    scored = scored_units(middle)
+    scored = scored_units(middle, score)
     cap = sum(len(u) + 1 for _, u in pick_fact_lines(scored, budget))
     pre: list[int] = []
     used = 0
@@ -198,71 +231,81 @@ def value_parts(middle: str, budget: int, values: Mapping[str, float]) -> ValueP
             used += len(u) + 1
     covered: set[str] = set()
     for k in pre:
-        covered |= toks(distinct[k])
+        covered |= tokens(distinct[k])
     rest = [k for k in range(len(distinct)) if k not in chosen]
-    cands = [Candidate(frozenset(toks(distinct[k])), len(distinct[k]), values) for k in rest]
+    cands = [Candidate(frozenset(tokens(distinct[k])), len(distinct[k]), values) for k in rest]
     greedy = [rest[j] for j in lazy_cover(cands, covered, cap - used)]
     return ValueParts(distinct, sorted(pre), greedy, rest, values)
 
 
-_RUN = re.compile(r"[A-Za-z0-9_.:/@#-]+")
-_MAX_SEGMENTS = 16
-
-
-def _aligned_pieces(text: str) -> set[str]:
-    """Substrings of token-char runs bounded by non-alphanumerics (or the run's ends)."""
-    out: set[str] = set()
-    for run in set(_RUN.findall(text)):
-        if len(run) < 6:
-            continue
-        n = len(run)
-        cuts = [j for j, c in enumerate(run) if not c.isalnum()]
-        bounds = sorted({0, n, *cuts, *(j + 1 for j in cuts)})
-        for a, p in enumerate(bounds):
-            if p > 0 and run[p - 1].isalnum():
-                continue
-            for q in bounds[a + 1 : a + 1 + 2 * _MAX_SEGMENTS]:
-                if q - p >= 6 and (q == n or not run[q].isalnum()):
-                    out.add(run[p:q])
-    return out
+_ALNUM = re.compile(r"[^\W_]+")
 
 
 def _aligned_in(key: str, text: str) -> bool:
+    """Whether `key` occurs in `text` with no alphanumeric char touching it on either side."""
     start = text.find(key)
     while start >= 0:
         end = start + len(key)
-        before = start == 0 or not text[start - 1].isalnum()
-        after = end == len(text) or not text[end].isalnum()
-        if before and after:
+        if (start == 0 or not text[start - 1].isalnum()) and (
+            end == len(text) or not text[end].isalnum()
+        ):
             return True
         start = text.find(key, start + 1)
     return False
 
 
+def _selectivity(run: str) -> tuple[bool, int]:
+    return (any(c in _DIGITS for c in run), len(run))
+
+
+def _by_segment(keys: Iterable[str]) -> dict[str, list[str]]:
+    """Keys by their most telling alphanumeric run (one with a digit, then the longest).
+
+    An aligned occurrence shows every run of the key whole, so any run can index it.
+    """
+    out: dict[str, list[str]] = {}
+    for k in keys:
+        runs = _ALNUM.findall(k)
+        if runs:
+            out.setdefault(max(runs, key=_selectivity), []).append(k)
+    return out
+
+
+def _contained(index: Mapping[str, list[str]], text: str) -> set[str]:
+    """The indexed keys that occur aligned in `text`."""
+    return {
+        k
+        for seg in set(_ALNUM.findall(text)) & index.keys()
+        for k in index[seg]
+        if _aligned_in(k, text)
+    }
+
+
 def pool(
-    parts: Sequence[ValueParts], side: Sequence[str], *, contain: bool = True
+    parts: Sequence[ValueParts],
+    side: Sequence[str],
+    *,
+    contain: bool = True,
+    tokens: Tokens = toks,
 ) -> list[list[int]]:
     """Re-plan every stub's greedy picks under one budget; the pooled picks per stub."""
     covered: set[str] = set()
     for s in side:
-        covered |= toks(s)
+        covered |= tokens(s)
     if contain:
         keys = {k for p in parts for k in p.values} - covered
-        if keys:
-            pieces: set[str] = set()
-            for s in side:
-                pieces |= _aligned_pieces(s)
-            covered |= keys & pieces
+        covered |= _contained(_by_segment(keys), "\x00".join(side))
     room = sum(p.spend() for p in parts)
     cands: list[Candidate] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
+        index = _by_segment(p.values) if contain else {}
         for k in p.rest:
             unit = p.units[k]
-            tokens = toks(unit)
-            if contain:
-                tokens |= {key for key in p.values if key in unit and _aligned_in(key, unit)}
-            cands.append(Candidate(frozenset(tokens), len(unit), p.values))
+            unit_tokens = frozenset(tokens(unit))
+            if index:
+                unit_tokens |= _contained(index, unit)
+            cands.append(Candidate(unit_tokens, len(unit), p.values))
             owner.append((n, k))
     picks: list[list[int]] = [[] for _ in parts]
     for j in lazy_cover(cands, covered, room):

@@ -1,0 +1,1 @@
+"""Eval: hindsight facts, replay at cuts, rival strategies, synthetic corpora and the gate."""

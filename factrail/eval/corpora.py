@@ -11,32 +11,27 @@ path or project name ever appears.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+from factrail.core.formats.detect import parse_any as detect
 from factrail.core.model import Message
 
-Parse = Callable[[Any, str], Sequence[Message]]
-"""Wire data (parsed JSON, or the raw text of a `.jsonl`) and its file name → messages."""
+Parse = Callable[[str, str], Sequence[Message]]
+"""A transcript file's text and its file name → messages (malformed input raises ValueError)."""
 Taints = Callable[[str, str | None], bool]
 """Whether a tool name, or a `Skill` call's skill name, taints the session."""
 Named = list[tuple[str, list[Message]]]
 
 
-def parse_any(data: Any, filename: str) -> Sequence[Message]:
-    """The shared format detector's engine view of a wire document."""
-    from factrail.core.formats.detect import parse_any as detect
-
-    return detect(data, filename=filename).messages
+def parse_any(text: str, filename: str) -> Sequence[Message]:
+    """The shared format detector's engine view of a transcript file."""
+    return detect(text, filename=filename).messages
 
 
 def _read(path: Path, parse: Parse) -> list[Message]:
-    text = path.read_text(encoding="utf-8")
-    data: Any = text if path.suffix == ".jsonl" else json.loads(text)
-    return list(parse(data, path.name))
+    return list(parse(path.read_text(encoding="utf-8"), path.name))
 
 
 def load_corpus_dir(directory: Path, parse: Parse = parse_any) -> Named:

@@ -31,7 +31,7 @@ def _has_digit(s: str) -> bool:
 
 
 def candidate_tokens(s: str) -> set[str]:
-    """Digit-bearing runs (≥ 6 chars) and marked words (≥ 8 chars), trailing `.:,` stripped first."""
+    """Digit runs (≥ 6 chars) and marked words (≥ 8 chars), trailing `.:,` stripped first."""
     out: set[str] = set()
     for m in _DIGIT_RUN.finditer(s):
         t = m.group().rstrip(_TRAILING)
@@ -150,9 +150,7 @@ def hindsight_labels(
     for m in messages[:cut]:
         for u in m.tool_uses:
             keep_result = u.tool_use_id in needed_sources or (u.tool, input_json(u)) in reruns
-            keep_call = keep_result or any(
-                shown_later(t) for t in candidate_tokens(input_json(u))
-            )
+            keep_call = keep_result or any(shown_later(t) for t in candidate_tokens(input_json(u)))
             labels[u.tool_use_id] = Labels(keep_result, keep_call)
     return labels
 

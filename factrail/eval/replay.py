@@ -126,9 +126,7 @@ def _strategy_totals(rows: Sequence[Row], name: str) -> dict[str, Any]:
             sum(r.tokens_before for r in rows), sum(r.strategies[name].tokens_after for r in rows)
         ),
         "tokens_remaining": 1 - reduction,
-        "worst_cut": min(
-            (_ratio(r.strategies[name].kept, r.facts) for r in rows), default=1.0
-        ),
+        "worst_cut": min((_ratio(r.strategies[name].kept, r.facts) for r in rows), default=1.0),
     }
 
 
@@ -268,8 +266,9 @@ def replay(
                 continue
             prefix = messages[:cut]
             if decider == "oracle":
-                pinned = [c.tool_use_id for c in collect_tool_calls(prefix, PRESERVE_RECENT)
-                          if c.pinned]
+                pinned = [
+                    c.tool_use_id for c in collect_tool_calls(prefix, PRESERVE_RECENT) if c.pinned
+                ]
                 actions: Mapping[str, Action] = oracle_actions(messages, cut, pinned, all_facts)
             elif decider == "rules":
                 actions = rules_decider(prefix)

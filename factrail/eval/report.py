@@ -31,13 +31,16 @@ def write_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     strategies = _strategies(result)
     kinds = kinds_by_strategy(strategies)
+    lost = {} if kinds else lost_by_kind(result)
     curves = sim_curves(result.get("sim"))
     figures: list[tuple[str, str]] = [("Facts kept against tokens remaining", FACTS_VS_TOKENS)]
     if kinds:
         figures.append(("Facts kept per tool kind", FACTS_BY_KIND))
+    elif lost:
+        figures.append(("Facts the rails lost per tool kind", FACTS_BY_KIND))
     if curves:
         figures.append(("Simulation: facts kept and peak fill per window length", SIM_CURVES))
-    pngs = _plot(strategies, kinds, curves, out_dir)
+    pngs = _plot(strategies, kinds, lost, curves, out_dir)
     md = render_markdown(result, command=command, figures=figures if pngs is not None else None)
     report = out_dir / REPORT
     report.write_text(md, encoding="utf-8")
@@ -58,18 +61,24 @@ def render_markdown(
         lines += ["Produced by:", "", "```", command, "```", ""]
     lines += [
         f"{_int(totals.get('transcripts'))} transcript(s), {_int(totals.get('cuts'))} cut(s), "
-        f"{_int(totals.get('facts'))} fact(s) at stake.",
+        f"{_int(totals.get('facts'))} fact(s) at stake"
+        + (f" ({totals['visibility']} visibility)." if "visibility" in totals else "."),
         "",
         "## Strategies",
         "",
-        "| strategy | facts | kept | facts kept | tokens remaining | worst cut |",
-        "|---|---:|---:|---:|---:|---|",
+        "Facts kept (not echoed) counts only the facts the agent had not already written before "
+        "the cut; worst cut is the lowest facts kept at any one cut.",
+        "",
+        "| strategy | facts | kept | facts kept | facts kept (not echoed) | tokens remaining "
+        "| worst cut |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for name, block in strategies.items():
         t = block.get("totals") or {}
         lines.append(
             f"| {name} | {_int(t.get('facts'))} | {_int(t.get('kept'))} | {_pct(t.get('rate'))} "
-            f"| {_pct(t.get('tokens_remaining'))} | {_worst(t.get('worst_cut'))} |"
+            f"| {_pct(t.get('rate_unechoed'))} | {_pct(t.get('tokens_remaining'))} "
+            f"| {_worst(t.get('worst_cut'))} |"
         )
     lines.append("")
     curves = sim_curves(result.get("sim"))
@@ -78,7 +87,9 @@ def render_markdown(
     kinds = kinds_by_strategy(strategies)
     if kinds:
         lines += _kinds_table(kinds)
-    lines += _worst_rows(strategies.get("rails"))
+    else:
+        lines += _lost_table(lost_by_kind(result))
+    lines += _worst_rows(_rails_rows(result))
     if figures is None:
         lines += ["Plots skipped: matplotlib is not installed (install `factrail[report]`).", ""]
     else:
@@ -86,6 +97,20 @@ def render_markdown(
         for title, file in figures:
             lines += [f"![{title}]({file})", ""]
     return "\n".join(lines)
+
+
+def lost_by_kind(result: Mapping[str, Any]) -> dict[str, int]:
+    """Facts the rails lost per tool kind: `totals.lost_by_kind`, else counted from row `lost`."""
+    given = (result.get("totals") or {}).get("lost_by_kind")
+    counts: dict[str, int] = {}
+    if isinstance(given, Mapping):
+        counts = {str(k): _int(v) for k, v in given.items()}
+    else:
+        for row in result.get("rows") or []:
+            for item in row.get("lost") or []:
+                kind = str(item[0]) if isinstance(item, list | tuple) and item else "?"
+                counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def kinds_by_strategy(strategies: Mapping[str, Mapping[str, Any]]) -> Kinds:
@@ -168,8 +193,29 @@ def _kinds_table(kinds: Kinds) -> list[str]:
     return [*lines, ""]
 
 
-def _worst_rows(block: Mapping[str, Any] | None) -> list[str]:
-    rows = [r for r in (block or {}).get("rows") or [] if _int(r.get("facts")) > 0]
+def _rails_rows(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The rails' rows: their own if the strategy carries rows, else the top-level rows."""
+    own = (_strategies(result).get("rails") or {}).get("rows")
+    rows = own if own else result.get("rows") or []
+    return [r for r in rows if isinstance(r, Mapping)]
+
+
+def _lost_table(lost: Mapping[str, int]) -> list[str]:
+    if not lost:
+        return []
+    total = sum(lost.values())
+    lines = [
+        "## Facts the rails lost, per tool kind",
+        "",
+        "| tool kind | lost | share of losses |",
+        "|---|---:|---:|",
+    ]
+    lines += [f"| {kind} | {n} | {_pct(n / total if total else 0.0)} |" for kind, n in lost.items()]
+    return [*lines, ""]
+
+
+def _worst_rows(all_rows: list[Mapping[str, Any]]) -> list[str]:
+    rows = [r for r in all_rows if _int(r.get("kept")) < _int(r.get("facts"))]
     if not rows:
         return []
     rows.sort(
@@ -202,7 +248,11 @@ def _kind_order(kinds: Kinds) -> list[str]:
 
 
 def _plot(
-    strategies: Mapping[str, Mapping[str, Any]], kinds: Kinds, curves: Curves, out_dir: Path
+    strategies: Mapping[str, Mapping[str, Any]],
+    kinds: Kinds,
+    lost: Mapping[str, int],
+    curves: Curves,
+    out_dir: Path,
 ) -> list[Path] | None:
     """Draw the PNGs; None when matplotlib is not installed."""
     try:
@@ -215,6 +265,8 @@ def _plot(
     paths = [_plot_facts_vs_tokens(plt, strategies, out_dir / FACTS_VS_TOKENS)]
     if kinds:
         paths.append(_plot_kinds(plt, kinds, out_dir / FACTS_BY_KIND))
+    elif lost:
+        paths.append(_plot_lost(plt, lost, out_dir / FACTS_BY_KIND))
     if curves:
         paths.append(_plot_sim(plt, curves, out_dir / SIM_CURVES))
     return paths
@@ -231,7 +283,7 @@ def _plot_facts_vs_tokens(
         ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 4))
     ax.set_xlabel("tokens remaining (share of the prefix)")
     ax.set_ylabel("facts kept")
-    ax.set_xlim(0, 1.05)
+    ax.set_xlim(0, 1.15)
     ax.set_ylim(0, 1.05)
     ax.grid(True, alpha=0.3)
     ax.set_title("Facts kept against tokens remaining")
@@ -253,6 +305,17 @@ def _plot_kinds(plt: Any, kinds: Kinds, path: Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.legend(fontsize="small")
     ax.set_title("Facts kept per tool kind")
+    return _save(plt, fig, path)
+
+
+def _plot_lost(plt: Any, lost: Mapping[str, int], path: Path) -> Path:
+    order = list(lost)[:TOP_KINDS]
+    fig, ax = plt.subplots(figsize=(max(6.4, 0.9 * len(order) + 2), 4.8))
+    ax.bar(range(len(order)), [lost[k] for k in order])
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order, rotation=30, ha="right")
+    ax.set_ylabel("facts lost by the rails")
+    ax.set_title("Facts the rails lost per tool kind")
     return _save(plt, fig, path)
 
 

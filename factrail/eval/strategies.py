@@ -45,7 +45,7 @@ def transcript_tokens(messages: Sequence[Message]) -> int:
 
 def rails(messages: Sequence[Message], actions: Mapping[str, Action]) -> Applied:
     """factrail's rails at the eval's fixed reduction."""
-    return apply(list(messages), actions, reduction=RAILS_REDUCTION)
+    return apply(messages, actions, reduction=RAILS_REDUCTION)
 
 
 def erase_text(text: str) -> str:

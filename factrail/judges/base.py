@@ -41,7 +41,7 @@ class JudgeError:
         cause: BaseException | None = exc
         while cause is not None and len(chain) < 8:
             chain.append(str(cause) or type(cause).__name__)
-            cause = cause.__cause__ or cause.__context__
+            cause = cause.__cause__
         text = redact(": ".join(chain), known).text
         return cls("transport", f"transport error: {text}")
 
@@ -91,10 +91,23 @@ class JudgeRound:
 class Judge(Protocol):
     """Answers the noul questions of judge requests under one absolute deadline."""
 
-    kind: JudgeKind
-    model: str
-    local: bool
-    endpoint: str
+    @property
+    def kind(self) -> JudgeKind:
+        """`rules`, `systemone` or `tev`."""
+        ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def local(self) -> bool:
+        """Declared local (never inferred from the URL): may see tainted sessions."""
+        ...
+
+    @property
+    def endpoint(self) -> str:
+        """The URL posted to (empty for the rules judge)."""
+        ...
 
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every request; `deadline` is an absolute `time.monotonic()` value."""
@@ -104,17 +117,11 @@ class Judge(Protocol):
 def redact_outgoing(value: Any, known: Sequence[str]) -> tuple[Any, int]:
     """`value` with every string redacted (object keys untouched), and how many were masked."""
     out, counts = redact_value(value, known=tuple(known))
-    return out, _total(counts)
-
-
-def _total(counts: object) -> int:
-    if isinstance(counts, Mapping):
-        return sum(v for v in counts.values() if isinstance(v, int))
-    return counts if isinstance(counts, int) else 0
+    return out, counts.count
 
 
 def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | None:
-    """Sum the integer fields of `usage` into `total` (non-integer fields keep their first value)."""
+    """Sum the integer fields of `usage` into `total`; other fields keep their first value."""
     if not isinstance(usage, Mapping):
         return total
     out = dict(total or {})

@@ -29,6 +29,9 @@ class RetryPolicy:
     max_delay: float = 2.0
 
 
+DEFAULT_POLICY = RetryPolicy()
+
+
 def is_transient(status: int) -> bool:
     """Statuses worth another try: rate limiting and server errors."""
     return status == 429 or 500 <= status <= 599
@@ -47,12 +50,12 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
         return None
     if when.tzinfo is None:
         return None
-    return max(0.0, when.timestamp() - now)
+    return max(0.0, float(when.timestamp()) - now)
 
 
 def backoff_delay(attempt: int, policy: RetryPolicy, rng: Callable[[], float]) -> float:
     """Exponential backoff capped at `max_delay`, with equal jitter (half fixed, half random)."""
-    step = min(policy.max_delay, policy.base_delay * 2**attempt)
+    step = min(policy.max_delay, policy.base_delay * 2.0**attempt)
     return step * (0.5 + 0.5 * rng())
 
 
@@ -65,7 +68,7 @@ class DeadlineCaller:
         *,
         deadline: float,
         known: Sequence[str] = (),
-        policy: RetryPolicy = RetryPolicy(),
+        policy: RetryPolicy = DEFAULT_POLICY,
         rng: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
@@ -113,7 +116,9 @@ class DeadlineCaller:
                 if not is_transient(response.status_code):
                     raise JudgeFailure(last)
                 hinted = retry_after_seconds(response.headers.get("retry-after"), self.wall())
-                delay = hinted if hinted is not None else backoff_delay(attempt, self.policy, self.rng)
+                delay = (
+                    hinted if hinted is not None else backoff_delay(attempt, self.policy, self.rng)
+                )
             if attempt + 1 >= self.policy.attempts or self.clock() + delay >= self.deadline:
                 break
             await asyncio.sleep(delay)

@@ -25,7 +25,7 @@ from factrail.judges.base import (
     add_usage,
     redact_outgoing,
 )
-from factrail.judges.retry import DeadlineCaller, RetryPolicy
+from factrail.judges.retry import DEFAULT_POLICY, DeadlineCaller, RetryPolicy
 
 DEFAULT_URL = "https://api.typesafe.ai/v1/systemone"
 DEFAULT_MODEL = "jev-latest"
@@ -55,7 +55,7 @@ class SystemOneJudge:
         local: bool = False,
         known: Sequence[str] = (),
         concurrency: int = 4,
-        policy: RetryPolicy = RetryPolicy(),
+        policy: RetryPolicy = DEFAULT_POLICY,
     ) -> None:
         if not api_key and not local:
             raise JudgeConfigError("a keyless System One endpoint must be declared local")

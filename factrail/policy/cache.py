@@ -28,7 +28,7 @@ def parse_cache_warm(value: Any) -> CacheWarm:
 
 
 def cache_ttl_seconds(configured: float, *, rate_limits: bool, has_api_key: bool) -> float:
-    """A configured TTL > 0 wins; a subscription (rate limits reported) keeps 1 h; an API key 5 min."""
+    """A configured TTL > 0 wins; else 1 h on a subscription (rate limits), 5 min on an API key."""
     if math.isfinite(configured) and configured > 0:
         return configured
     if rate_limits:

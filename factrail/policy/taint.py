@@ -153,7 +153,7 @@ def merge_taint(record: Any, scan: TaintScan) -> TaintScan:
 
 
 def taint_write(record: Any, scan: TaintScan, now_ms: int) -> dict[str, Any] | None:
-    """The record to store on the first tainted scan (none once one exists: the first `at` stays)."""
+    """The record to store on the first tainted scan; none once stored (the first `at` stays)."""
     if not scan.tainted or sticky_tainted(record):
         return None
     return {"tainted": True, "count": scan.count, "sample": list(scan.sample), "at": now_ms}

@@ -58,7 +58,11 @@ def examples() -> dict[str, str]:
     out["aws-akia"] = "AK" + "IA" + upper(16)
     out["nostr-nsec"] = "nsec" + "1" + "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
     out["private-key"] = (
-        "-----BEGIN " + "RSA PRIVATE KEY-----\n" + body(64) + "\n" + body(64, 5)
+        "-----BEGIN "
+        + "RSA PRIVATE KEY-----\n"
+        + body(64)
+        + "\n"
+        + body(64, 5)
         + "\n-----END RSA PRIVATE KEY-----"
     )
     return out
@@ -136,6 +140,23 @@ def test_named_slots_and_cli_flags() -> None:
     assert redact("private_key: 'q8Zr2mW4n'").families == {"named": 1}
 
 
+def test_case_insensitive_steps_survive_a_length_changing_lower_case() -> None:
+    """`"İ".lower()` is two chars: the lower-cased scan must not shift the replacements."""
+    value = body(40)
+    for prefix in ("", "İ "):
+        text = f"{prefix}AWS_Secret_Access_Key: {value} Api-Key=q8Zr2mW4n --DB-Password Zq9xy8wv7"
+        assert redact(text).text == (
+            f"{prefix}AWS_Secret_Access_Key: [REDACTED:aws-secret] Api-Key=[REDACTED:named]"
+            " --DB-Password [REDACTED:named]"
+        )
+
+
+def test_flag_names_need_the_keyword_within_bounds() -> None:
+    assert redact("--" + "x" * 31 + "-token q8Zr2mW4n").count == 0
+    assert redact("--" + "x" * 29 + "-token q8Zr2mW4n").count == 1
+    assert redact("--name=q8Zr2mW4n --verbose abcdefgh1").count == 0
+
+
 def test_auth_scheme_and_url_password() -> None:
     r = redact("Authorization: Bearer abc.def-123_456")
     assert r.text == "Authorization: Bearer [REDACTED:bearer]"
@@ -143,6 +164,8 @@ def test_auth_scheme_and_url_password() -> None:
     r = redact("postgres://admin:pa55w0rd@db.local:5432/app")
     assert r.text == "postgres://admin:[REDACTED:url-password]@db.local:5432/app"
     assert r.families == {"url-password": 1}
+    assert redact("x://admin:pa55w0rd@host").count == 0  # a one-letter scheme is not a URL
+    assert redact("HTTPS://u:pa55w0rd@h").text == "HTTPS://u:[REDACTED:url-password]@h"
 
 
 def test_known_values_count_every_occurrence_and_go_first() -> None:

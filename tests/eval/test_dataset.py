@@ -23,10 +23,12 @@ from factrail.eval.dataset import (
 )
 
 SECRET = "sk-" + "proj-" + "Q7x9" * 8
+USED = 3
+"""The agent later writes back the ids of the first USED outputs, nothing of the others."""
 
 
-def session(tag: str, turns: int = 8, prompt: str = "fix the failing build") -> list[Message]:
-    """A transcript whose tool outputs introduce ids the agent uses later (and some it never uses)."""
+def session(tag: str, turns: int = 12, prompt: str = "fix the failing build") -> list[Message]:
+    """A transcript whose tool outputs introduce ids; the agent uses the first USED later."""
     messages = [Message("user", prompt)]
     for i in range(turns):
         uid = f"{tag}-call-{i}"
@@ -39,8 +41,7 @@ def session(tag: str, turns: int = 8, prompt: str = "fix the failing build") -> 
         )
         out = f"probe {i}: build-{tag}{i}000 ok\nunused-{tag}{i}999 line\n" + "log line\n" * 40
         messages.append(Message("user", tool_results=[ToolResult(uid, out)]))
-    # The agent writes back the ids of the first outputs near the end: they are facts.
-    used = " ".join(f"build-{tag}{i}000" for i in range(turns // 2))
+    used = " ".join(f"build-{tag}{i}000" for i in range(USED))
     messages.append(Message("assistant", f"Deploying {used}"))
     messages.append(Message("user", "thanks"))
     messages.append(Message("assistant", "done"))
@@ -109,8 +110,7 @@ def test_labels_follow_hindsight(exported: tuple[Path, Any]) -> None:
         src = r["source"]
         assert src["label"] == "hindsight" and src["probability"] is None
         call = int(src["tool_use_id"].rsplit("-", 1)[1])
-        # The agent later writes the ids of the first 4 outputs, nothing of the others.
-        expected = call < 4
+        expected = call < USED
         assert r["answer_key"] == ("true" if expected else "false"), r["id"]
         assert r["answer"] == ("A" if expected else "B")
         assert r["options"] == tev.OPTIONS

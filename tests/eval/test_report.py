@@ -14,6 +14,7 @@ from factrail.eval.report import (
     REPORT,
     SIM_CURVES,
     kinds_by_strategy,
+    render_markdown,
     sim_curves,
     write_report,
 )
@@ -43,6 +44,7 @@ def _strategy(rate: float, remaining: float, kinds: list[dict[str, Any]]) -> dic
             "reduction": 1 - remaining,
             "tokens_remaining": remaining,
             "worst_cut": rate / 2,
+            "rate_unechoed": rate * 0.9,
         },
         "rows": rows,
     }
@@ -90,8 +92,8 @@ def test_writes_report_and_pngs(tmp_path: Path) -> None:
     for name in (FACTS_VS_TOKENS, FACTS_BY_KIND, SIM_CURVES):
         assert f"]({name})" in md
     assert "factrail eval --synthetic 2 --report rep" in md
-    assert "| rails | 12 | 10 | 83.3% | 42.0% | 41.7% |" in md
-    assert "| erase | 12 | 3 | 25.0% | 10.0% | 12.5% |" in md
+    assert "| rails | 12 | 10 | 83.3% | 75.0% | 42.0% | 41.7% |" in md
+    assert "| erase | 12 | 3 | 25.0% | 22.5% | 10.0% | 12.5% |" in md
     assert "| rails | 1.5 | 3 | 40 | 37 | 91.0% | 72.0% | 80.0% | 40.0% |" in md
     assert "| pytest | 6 | 83.3% | 33.3% | 83.3% |" in md
 
@@ -146,3 +148,51 @@ def test_sim_curves_accept_every_shape() -> None:
     nested = sim_curves({"1.0": {**rails, "strategies": {"erase": erase}}})
     assert set(nested) == {"rails", "erase"}
     assert sim_curves(None) == {}
+
+
+def replay_shaped_result() -> dict[str, Any]:
+    """The shape `Replay.as_json(with_rows=True)` gives: top-level rows, rails losses by kind."""
+    rows = [
+        {
+            "transcript": "t1",
+            "cut": 8,
+            "facts": 4,
+            "kept": 1,
+            "chars_before": 2000,
+            "chars_after": 500,
+            "lost": [["Bash:pytest", "abc123x"], ["Bash:pytest", "def456y"], ["Read", "x/y_z.py"]],
+        },
+        {"transcript": "t2", "cut": 5, "facts": 0, "kept": 0, "chars_before": 10, "lost": []},
+    ]
+    totals = {"facts": 4, "kept": 1, "rate": 0.25, "tokens_remaining": 0.25, "worst_cut": 0.25}
+    return {
+        "totals": {**totals, "transcripts": 2, "cuts": 2, "visibility": "strict"},
+        "strategies": {"rails": {"totals": totals}, "none": {"totals": {**totals, "rate": 1.0}}},
+        "rows": rows,
+    }
+
+
+def test_losses_per_kind_from_replay_rows(tmp_path: Path) -> None:
+    result = replay_shaped_result()
+    paths = write_report(result, tmp_path)
+    assert [p.name for p in paths] == [REPORT, FACTS_VS_TOKENS, FACTS_BY_KIND]
+    md = (tmp_path / REPORT).read_text(encoding="utf-8")
+    assert "| Bash:pytest | 2 | 66.7% |" in md
+    assert "| Read | 1 | 33.3% |" in md
+    assert "| t1 | 8 | 4 | 1 | 25.0% | 25.0% |" in md
+    assert "| t2 |" not in md  # no facts at stake: not a losing cut
+    assert "(strict visibility)" in md
+    result["totals"]["lost_by_kind"] = {"Grep": 5}
+    assert "| Grep | 5 | 100.0% |" in render_markdown(result)
+
+
+def test_report_of_a_real_replay(tmp_path: Path) -> None:
+    from factrail.eval.replay import replay
+    from factrail.eval.synthetic import corpus
+
+    result = replay(corpus(0, 1)).as_json(with_rows=True)
+    paths = write_report(result, tmp_path)
+    assert paths[1].read_bytes().startswith(PNG_SIGNATURE)
+    md = paths[0].read_text(encoding="utf-8")
+    for name in result["strategies"]:
+        assert f"| {name} | " in md

@@ -214,7 +214,10 @@ class Builder:
     ) -> None:
         """Add a tool use, its input parsed from the wire value `original` at `path`, to the
         newest message. `wrapped` names the key a raw-string input was wrapped under; a
-        `mirror_path` is where the wire keeps a copy of the result text."""
+        `mirror_path` is where the wire keeps a copy of the result text. An input that is the
+        wire object itself is copied, so the engine view never aliases the wire document."""
+        if inp is original:
+            inp = dict(inp)
         use = ToolUse(tool_use_id, tool, inp, is_error=is_error)
         self.messages[-1].tool_uses.append(use)
         self.uses[-1].append(UseSlot(path, original, compact_json(inp), wrapped, mirror_path))

@@ -1,0 +1,115 @@
+"""The app factory, its lifespan (client, stores, engine) and `serve` for `factrail serve`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from app.engine import Engine, build_engine, default_state_url, open_outputs
+from app.logging import configure_logging
+from app.metrics import Metrics
+from app.proxy import Gateway
+from app.routes import openai, ops
+from app.settings import Settings
+from app.upstream import make_client
+from factrail import __version__
+from factrail.judges import make_judge
+from factrail.judges.base import JudgeConfigError
+from factrail.stores import open_state_store
+from factrail.stores.outputs import OutputStore
+from factrail.stores.state import StateStore
+
+log = logging.getLogger("factrail.app")
+
+EngineFactory = Callable[
+    [Settings, StateStore, OutputStore | None, Metrics, httpx.AsyncClient], Engine | None
+]
+
+
+def default_engine(
+    settings: Settings,
+    state: StateStore,
+    outputs: OutputStore | None,
+    metrics: Metrics,
+    client: httpx.AsyncClient,
+) -> Engine:
+    """The real engine with the configured judge (rules when it cannot be built)."""
+    secrets = [settings.admin_key.get_secret_value()]
+    try:
+        judge = make_judge(
+            settings.judge,
+            client=client,
+            url=settings.judge_url or None,
+            model=settings.judge_model or None,
+            api_key=settings.judge_api_key.get_secret_value() or None,
+            local=settings.judge_local,
+            known=secrets,
+        )
+    except JudgeConfigError as exc:
+        log.warning("judge %s not usable (%s); using the rules", settings.judge, exc)
+        judge = make_judge("rules", client=client)
+    observe = metrics.judge_seconds.observe
+    return build_engine(settings, state=state, outputs=outputs, judge=judge, observe_judge=observe)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    client: httpx.AsyncClient | None = None,
+    state: StateStore | None = None,
+    outputs: OutputStore | None = None,
+    engine_factory: EngineFactory = default_engine,
+) -> FastAPI:
+    """A gateway app; anything not given is built from `settings` when the app starts."""
+    cfg = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
+        store = state or open_state_store(default_state_url(cfg))
+        saved = outputs or open_outputs(cfg)
+        metrics = Metrics()
+        try:
+            engine = engine_factory(cfg, store, saved, metrics, http)
+        except Exception:
+            log.exception("the compaction engine could not start; proxying without compaction")
+            engine = None
+        app.state.gateway = Gateway(cfg, metrics, http, engine)
+        app.state.state_store = store
+        app.state.outputs = saved
+        try:
+            yield
+        finally:
+            await http.aclose()
+            store.close()
+
+    app = FastAPI(
+        title="factrail",
+        version=__version__,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.include_router(ops.router)
+    app.include_router(openai.router)
+    return app
+
+
+def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Run the gateway with uvicorn (`factrail serve`)."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=False,
+    )

@@ -1,0 +1,214 @@
+"""Time the rules path of the engine against the cost of parsing and writing the body.
+
+Usage: `.venv/bin/python bench/engine.py [--runs 7] [--sizes 10000,50000,...] [--profile N]`
+
+For each size, a synthetic but realistic transcript (file reads, test logs, curl outputs, grep
+hits; seeded, so every run builds the same one) is reduced by `apply` with every unpinned call
+`drop_result` and `Reduction(0.3, 0.3)`. Beside it, the floor: `orjson.loads` + `orjson.dumps` of
+the same transcript as an OpenAI chat body. Prints a markdown table of medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import functools
+import pstats
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.model import Action, Message, ToolResult, ToolUse, collect_tool_calls
+from factrail.core.text import compact_json
+from factrail.core.tokens import estimate_tokens
+
+SIZES = (10_000, 50_000, 100_000, 200_000, 400_000)
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "config",
+    "handler",
+    "request",
+    "session",
+    "cache",
+    "worker",
+    "index",
+]
+
+
+def _code(rng: random.Random) -> str:
+    lines = []
+    for i in range(rng.randint(40, 400)):
+        name = rng.choice(WORDS)
+        lines.append(
+            rng.choice(
+                [
+                    f"def {name}_{i}(self, value: int) -> int:",
+                    f"    return self.{name} + value * {rng.randint(1, 99)}",
+                    f"import {name}.{rng.choice(WORDS)}",
+                    f"    # TODO: handle {name} when the {rng.choice(WORDS)} is empty",
+                    "",
+                ]
+            )
+        )
+    return "\n".join(lines)
+
+
+def _test_log(rng: random.Random) -> str:
+    n = rng.randint(50, 900)
+    lines = [
+        "============ test session starts ============ platform linux, "
+        f"pid {rng.randint(1000, 99999)}"
+    ]
+    for i in range(n):
+        name = rng.choice(WORDS)
+        if rng.random() < 0.03:
+            lines.append(f"tests/test_{name}.py::test_{name}_{i} FAILED")
+            lines.append(
+                f"E   AssertionError: expected {rng.randint(0, 500)} got {rng.randint(0, 500)}"
+            )
+            lines.append(f"E   at /srv/app/src/{name}/core.py:{rng.randint(1, 900)}")
+        else:
+            lines.append(f"tests/test_{name}.py::test_{name}_{i} PASSED [{100 * i // n:3d}%]")
+    lines.append(f"===== {n - 3} passed, 3 failed in {rng.uniform(1, 90):.2f}s =====")
+    return "\n".join(lines)
+
+
+def _curl(rng: random.Random) -> str:
+    items = [
+        {
+            "id": f"{rng.getrandbits(48):012x}",
+            "name": rng.choice(WORDS),
+            "status": rng.choice(["ok", "pending", "failed"]),
+            "updated": f"2025-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T10:{rng.randint(10, 59)}Z",
+            "url": f"https://api.example.invalid/v1/items/{rng.randint(1, 99999)}",
+        }
+        for _ in range(rng.randint(5, 150))
+    ]
+    return "HTTP/1.1 200 OK\ncontent-type: application/json\n\n" + compact_json({"items": items})
+
+
+def _grep(rng: random.Random) -> str:
+    return "\n".join(
+        f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py:{rng.randint(1, 900)}:"
+        f"    {rng.choice(WORDS)} = load_{rng.choice(WORDS)}()"
+        for _ in range(rng.randint(5, 300))
+    )
+
+
+KINDS: tuple[
+    tuple[str, Callable[[random.Random], dict[str, Any]], Callable[[random.Random], str]], ...
+] = (
+    ("Read", lambda r: {"file_path": f"src/{r.choice(WORDS)}/{r.choice(WORDS)}.py"}, _code),
+    ("Bash", lambda r: {"command": f"pytest -q tests/test_{r.choice(WORDS)}.py"}, _test_log),
+    (
+        "Bash",
+        lambda r: {"command": f"curl -s https://api.example.invalid/v1/{r.choice(WORDS)}"},
+        _curl,
+    ),
+    ("Grep", lambda r: {"pattern": r.choice(WORDS), "path": "src"}, _grep),
+)
+
+
+def transcript(tokens: int, seed: int = 7) -> list[Message]:
+    """A deterministic transcript of about `tokens` estimated tokens."""
+    rng = random.Random(seed)
+    messages = [Message("user", "Please fix the failing tests and check the items API.")]
+    total = estimate_tokens(messages[0].text)
+    i = 0
+    while total < tokens:
+        tool, make_input, make_output = rng.choice(KINDS)
+        use = ToolUse(f"call_{i:05d}", tool, make_input(rng))
+        result = ToolResult(use.tool_use_id, make_output(rng))
+        said = f"Next I will look at {rng.choice(WORDS)} ({i})."
+        messages.append(Message("assistant", said, [use]))
+        messages.append(Message("user", "", tool_results=[result]))
+        total += estimate_tokens(said) + estimate_tokens(compact_json(use.input))
+        total += estimate_tokens(result.text)
+        i += 1
+    messages.append(Message("user", "Good. Now summarise what failed."))
+    return messages
+
+
+def openai_body(messages: list[Message]) -> bytes:
+    """The same transcript as an OpenAI chat completions body."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "assistant":
+            calls = [
+                {
+                    "id": u.tool_use_id,
+                    "type": "function",
+                    "function": {"name": u.tool, "arguments": compact_json(u.input)},
+                }
+                for u in m.tool_uses
+            ]
+            out.append({"role": "assistant", "content": m.text, "tool_calls": calls})
+        elif m.tool_results:
+            out.extend(
+                {"role": "tool", "tool_call_id": r.tool_use_id, "content": r.text}
+                for r in m.tool_results
+            )
+        else:
+            out.append({"role": "user", "content": m.text})
+    return orjson.dumps({"model": "gpt-4o", "messages": out})
+
+
+def rules_path(messages: list[Message]) -> Applied:
+    """The rules path: every unpinned call drop_result, Reduction(0.3, 0.3)."""
+    calls = collect_tool_calls(messages, preserve_recent=6)
+    actions: dict[str, Action] = {
+        c.tool_use_id: "keep" if c.pinned else "drop_result" for c in calls
+    }
+    return apply(messages, actions, reduction=Reduction(0.3, 0.3))
+
+
+def _roundtrip(body: bytes) -> bytes:
+    return orjson.dumps(orjson.loads(body))
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--profile", type=int, default=0, help="profile one size, print top 25")
+    args = parser.parse_args()
+    if args.profile:
+        messages = transcript(args.profile)
+        profiler = cProfile.Profile()
+        profiler.runcall(rules_path, messages)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+        return
+    print("| est. tokens | body KiB | results | rules path ms | orjson floor ms | ratio | kept |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for size in map(int, args.sizes.split(",")):
+        messages = transcript(size)
+        body = openai_body(messages)
+        results = sum(len(m.tool_results) for m in messages)
+        engine = median_ms(functools.partial(rules_path, messages), args.runs)
+        floor = median_ms(functools.partial(_roundtrip, body), args.runs)
+        got = rules_path(messages)
+        print(
+            f"| {size:,} | {len(body) // 1024:,} | {results} | {engine:.1f} | {floor:.2f} "
+            f"| {engine / floor:.0f}× | {got.tokens_after / got.tokens_before:.0%} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

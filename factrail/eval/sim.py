@@ -1,0 +1,285 @@
+"""`factrail eval --sim`: repeated in-flight compaction, one request per assistant turn.
+
+For a transcript of E estimated tokens replayed at a length of L windows, the window is E/L tokens
+and the trigger 0.6 of it. The agent sends `messages[:i]` before every assistant message i. The
+rails go through `SessionCompactor` — the gateway's own code path: soft line, hard line,
+hysteresis and re-application of the stored plan — so what is measured is what the proxy does.
+Rival strategies are applied to every request once its context is past the soft line, as a
+stateless proxy or a context-editing API would.
+
+Per strategy and length it reports:
+- `needed`/`kept`/`rate`: uses of facts (a token a tool result introduced, written by the agent at
+  turn i) in requests whose full context was past the soft line, and how many were still visible
+  in what the strategy sent — the facts kept at the moment of use;
+- `compactions`: requests whose prefix broke against the previous request (a prompt-cache miss
+  from that point on; for the rails this is exactly the compactions);
+- `peak_fill`: the largest request over the window;
+- `cache_share`: the share of input tokens that is a byte-identical prefix of the previous
+  request; `billed_ratio`: input billed with cached reads at 0.1×, over sending everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from factrail.core.model import Action, Message, input_json
+from factrail.core.tokens import TokenCache
+from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
+from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
+from factrail.judges.rules import RulesJudge
+from factrail.session import CompactorConfig, SessionCompactor, rules_actions
+from factrail.stores.memory_state import MemoryStateStore
+
+LENGTHS = (0.8, 1.0, 1.2, 1.5)
+TRIGGER_SHARE = 0.6
+CACHED_READ_PRICE = 0.1
+PRESERVE_RECENT = 6
+
+Strategy = Callable[[Sequence[Message], Mapping[str, Action]], list[Message]]
+
+
+@dataclass(slots=True)
+class SimRow:
+    """One transcript at one length under one strategy."""
+
+    transcript: str
+    length: float
+    strategy: str
+    requests: int = 0
+    compactions: int = 0
+    needed: int = 0
+    kept: int = 0
+    peak_fill: float = 0.0
+    sent_tokens: int = 0
+    cached_tokens: int = 0
+    billed: float = 0.0
+    billed_everything: float = 0.0
+    lost: list[str] = field(default_factory=list)
+
+
+class EngineDocument:
+    """A transcript already in the engine's model (the sim's requests need no wire format)."""
+
+    format = "engine"
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = list(messages)
+        self.system_texts: list[str] = []
+
+    def emit(self, messages: Sequence[Message]) -> list[Message]:
+        return list(messages)
+
+
+@lru_cache(maxsize=4096)
+def _tokens_of(text: str) -> frozenset[str]:
+    return frozenset(candidate_tokens(text))
+
+
+def is_shown(token: str, messages: Sequence[Message], visibility: Visibility) -> bool:
+    """Whether the token is visible anywhere in what was sent (strict: as a whole token)."""
+    for m in messages:
+        texts = [m.text, *(r.text for r in m.tool_results)]
+        texts.extend(input_json(u) for u in m.tool_uses)
+        for t in texts:
+            if token in t and (visibility == "compat" or token in _tokens_of(t)):
+                return True
+    return False
+
+
+class _Meter:
+    """Token accounting shared by every strategy of one transcript."""
+
+    def __init__(self) -> None:
+        self.count = TokenCache(min_len=64)
+
+    def message(self, m: Message) -> int:
+        return (
+            self.count(m.text)
+            + sum(self.count(input_json(u)) for u in m.tool_uses)
+            + sum(self.count(r.text) for r in m.tool_results)
+        )
+
+    def total(self, messages: Sequence[Message]) -> int:
+        return sum(self.message(m) for m in messages)
+
+
+def _uses_by_turn(all_facts: Iterable[Fact]) -> dict[int, list[Fact]]:
+    uses: dict[int, list[Fact]] = {}
+    for f in all_facts:
+        for i in f.uses:
+            uses.setdefault(i, []).append(f)
+    return uses
+
+
+def _shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> int:
+    n = 0
+    for a, b in zip(previous, current, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+class _Run:
+    """Accumulates one strategy's requests for one transcript and length."""
+
+    def __init__(self, row: SimRow, window: float, meter: _Meter) -> None:
+        self.row = row
+        self.window = window
+        self.meter = meter
+        self.previous: list[Message] = []
+
+    def request(
+        self,
+        sent: Sequence[Message],
+        full_tokens: int,
+        previous_full: int,
+        at_stake: Sequence[Fact],
+        visibility: Visibility,
+    ) -> None:
+        row = self.row
+        sizes = [self.meter.message(m) for m in sent]
+        tokens = sum(sizes)
+        shared = _shared_prefix(self.previous, sent)
+        cached = sum(sizes[:shared])
+        if self.previous and shared < len(self.previous):
+            row.compactions += 1
+        row.requests += 1
+        row.sent_tokens += tokens
+        row.cached_tokens += cached
+        row.billed += CACHED_READ_PRICE * cached + (tokens - cached)
+        row.billed_everything += CACHED_READ_PRICE * previous_full + (full_tokens - previous_full)
+        row.peak_fill = max(row.peak_fill, tokens / self.window if self.window else 0.0)
+        for f in at_stake:
+            row.needed += 1
+            if is_shown(f.token, sent, visibility):
+                row.kept += 1
+            else:
+                row.lost.append(f.token)
+        self.previous = list(sent)
+
+
+async def simulate(
+    name: str,
+    messages: Sequence[Message],
+    *,
+    lengths: Sequence[float] = LENGTHS,
+    strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
+    visibility: Visibility = "strict",
+) -> list[SimRow]:
+    """Every (length, strategy) row for one transcript."""
+    meter = _Meter()
+    total = meter.total(messages)
+    uses = _uses_by_turn(facts(messages))
+    rows: list[SimRow] = []
+    for length in lengths:
+        window = total / length if length > 0 else float(total)
+        trigger = int(TRIGGER_SHARE * window)
+        soft = trigger * 5 / 6
+        runs = {s: _Run(SimRow(name, length, s), window, meter) for s in strategies}
+        compactor = SessionCompactor(
+            CompactorConfig(
+                trigger_tokens=trigger,
+                trigger_percent=0.0,
+                rearm_tokens=0,
+                preserve_recent=PRESERVE_RECENT,
+                save_outputs=False,
+            ),
+            state=MemoryStateStore(),
+            outputs=None,
+            judge=RulesJudge(),
+        )
+        rivals: dict[str, Strategy] = {
+            "erase": erase,
+            "clear-oldest": clear_oldest,
+            "mask": mask,
+            "middle-out": middle_out(int(soft)),
+        }
+        previous_full = 0
+        for i, m in enumerate(messages):
+            if m.role != "assistant" or i < 2:
+                continue
+            context = list(messages[:i])
+            full = meter.total(context)
+            pressured = full >= soft
+            at_stake = [f for f in uses.get(i, ()) if f.introduced < i] if pressured else []
+            for s, run in runs.items():
+                sent: Sequence[Message]
+                if s == "rails":
+                    result = await compactor.compact(name, EngineDocument(context))
+                    sent = result.document if result.document is not None else context
+                elif s == "none" or not pressured:
+                    sent = context
+                else:
+                    sent = rivals[s](context, rules_actions(context, PRESERVE_RECENT))
+                run.request(sent, full, previous_full, at_stake, visibility)
+            previous_full = full
+        rows.extend(run.row for run in runs.values())
+    return rows
+
+
+def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
+    """Per strategy and length: summed counts, rates, max peak fill, cache share, billed ratio."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        key = f"{r.length:g}"
+        t = out.setdefault(r.strategy, {}).setdefault(
+            key,
+            {
+                "compactions": 0,
+                "needed": 0,
+                "kept": 0,
+                "peak_fill": 0.0,
+                "_sent": 0,
+                "_cached": 0,
+                "_billed": 0.0,
+                "_everything": 0.0,
+            },
+        )
+        t["compactions"] += r.compactions
+        t["needed"] += r.needed
+        t["kept"] += r.kept
+        t["peak_fill"] = max(t["peak_fill"], r.peak_fill)
+        t["_sent"] += r.sent_tokens
+        t["_cached"] += r.cached_tokens
+        t["_billed"] += r.billed
+        t["_everything"] += r.billed_everything
+    for by_length in out.values():
+        for t in by_length.values():
+            t["rate"] = t["kept"] / t["needed"] if t["needed"] else 1.0
+            t["cache_share"] = t.pop("_cached") / t["_sent"] if t["_sent"] else 0.0
+            t.pop("_sent")
+            t["billed_ratio"] = t.pop("_billed") / t["_everything"] if t["_everything"] else 0.0
+            t.pop("_everything")
+    return out
+
+
+def run_sim(
+    transcripts: Iterable[tuple[str, Sequence[Message]]],
+    *,
+    lengths: Sequence[float] = LENGTHS,
+    strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
+    visibility: Visibility = "strict",
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+) -> tuple[list[SimRow], dict[str, Any]]:
+    """Simulate every transcript; return the rows and the per-strategy totals."""
+
+    async def go() -> list[SimRow]:
+        rows: list[SimRow] = []
+        items: Iterable[tuple[str, Sequence[Message]]] = transcripts
+        if progress is not None:
+            items = progress(items)
+        for name, messages in items:
+            rows.extend(
+                await simulate(
+                    name, messages, lengths=lengths, strategies=strategies, visibility=visibility
+                )
+            )
+        return rows
+
+    rows = asyncio.run(go())
+    return rows, totals(rows)

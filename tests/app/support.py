@@ -1,0 +1,78 @@
+"""Helpers for the gateway unit tests: a scripted engine and a test client over respx."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import respx
+from fastapi.testclient import TestClient
+
+from app.engine import Engine
+from app.main import create_app
+from app.settings import Settings
+from factrail.core.formats import openai_chat, responses
+from factrail.core.formats.base import Document
+from factrail.session import TurnResult, session_key
+from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.outputs import OutputStore
+
+UPSTREAM = "http://upstream.test/v1"
+
+
+@dataclass
+class ScriptedCompactor:
+    """Compacts by replacing every tool result with `REDUCED`, or raises when told to."""
+
+    fail: bool = False
+    outcome: str = "compacted"
+    calls: list[tuple[str, str, int]] = field(default_factory=list)
+    usage: list[tuple[str, int, int]] = field(default_factory=list)
+
+    async def compact(
+        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+    ) -> TurnResult:
+        self.calls.append((session, model, extra_tokens))
+        if self.fail:
+            raise RuntimeError("engine bug")
+        if self.outcome == "passthrough":
+            return TurnResult("passthrough", tokens_before=500, tokens_after=500)
+        work = [m.copy() for m in doc.messages]
+        for m in work:
+            for r in m.tool_results:
+                r.text = "REDUCED"
+        return TurnResult(
+            "compacted",
+            document=doc.emit(work),
+            tokens_before=1000,
+            tokens_after=250,
+            judge="rules",
+            reason="rules",
+            compactions=1,
+        )
+
+    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
+        self.usage.append((session, prompt_tokens, estimated_tokens))
+
+
+def make_client(
+    settings: Settings, router: respx.MockRouter, compactor: Any, outputs: OutputStore
+) -> TestClient:
+    upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
+
+    def factory(*_: Any) -> Engine:
+        return Engine(
+            compactor=compactor,
+            session_key=session_key,
+            parsers={"messages": openai_chat.parse, "input": responses.parse},
+        )
+
+    app = create_app(
+        settings,
+        client=upstream,
+        state=MemoryStateStore(),
+        outputs=outputs,
+        engine_factory=factory,
+    )
+    return TestClient(app)

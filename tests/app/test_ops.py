@@ -1,0 +1,85 @@
+"""Health, readiness, metrics and the saved-output route."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import respx
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
+
+from app.settings import Settings
+from factrail.stores.outputs import OutputStore
+from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
+from tests.app.test_proxy import chat_body
+
+
+def test_health_and_readiness(client: TestClient) -> None:
+    assert client.get("/healthz").status_code == 200
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"upstream": True, "state": True}
+
+
+def test_metrics_show_a_compaction(client: TestClient, router: respx.MockRouter) -> None:
+    router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json={}))
+    client.post("/v1/chat/completions", content=chat_body())
+    text = client.get("/metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("factrail_compactions_total", (("judge", "rules"), ("reason", "rules")))] == 1
+    assert samples[("factrail_compaction_tokens_remaining_ratio_count", ())] == 1
+    assert samples[("factrail_compaction_tokens_remaining_ratio_sum", ())] == 0.25
+    assert samples[("factrail_tokens_saved_total", ())] == 750
+    labels = (("outcome", "compacted"), ("route", "chat_completions"), ("status_class", "2xx"))
+    assert samples[("factrail_requests_total", labels)] == 1
+    assert samples[("factrail_session_compactions_count", ())] == 1
+
+
+def admin_client(router: respx.MockRouter, outputs: OutputStore, admin_key: str) -> TestClient:
+    settings = Settings(upstream_url=UPSTREAM, admin_key=SecretStr(admin_key))
+    return make_client(settings, router, ScriptedCompactor(), outputs)
+
+
+def test_saved_outputs_need_the_admin_key(router: respx.MockRouter, outputs: OutputStore) -> None:
+    saved = outputs.save("sess", "call_1", "the full output")
+    key = "adm-" + "Z9y8" * 6
+    with admin_client(router, outputs, key) as c:
+        url = f"/v1/factrail/outputs/{saved.output_id}"
+        assert c.get(url).status_code == 401
+        assert c.get(url, headers={"authorization": "Bearer wrong"}).status_code == 401
+        r = c.get(url, headers={"authorization": f"Bearer {key}"})
+        assert r.status_code == 200
+        assert r.text == "the full output"
+        assert r.headers["content-type"].startswith("text/plain")
+        auth = {"authorization": f"Bearer {key}"}
+        assert c.get("/v1/factrail/outputs/sess/missing", headers=auth).status_code == 404
+        assert c.get("/v1/factrail/outputs/..%2F..%2Fetc/passwd", headers=auth).status_code in (
+            400,
+            404,
+        )
+        assert c.get("/v1/factrail/outputs/a/b/c", headers=auth).status_code == 400
+        assert c.get("/v1/factrail/outputs/.hidden/x", headers=auth).status_code == 400
+
+
+def test_saved_outputs_are_open_without_an_admin_key(
+    client: TestClient, outputs: OutputStore
+) -> None:
+    saved = outputs.save("sess", "call_2", "text")
+    assert client.get(f"/v1/factrail/outputs/{saved.output_id}").text == "text"
+
+
+def test_dashboard_and_compose_parse() -> None:
+    yaml = pytest.importorskip("yaml")
+    root = Path(__file__).resolve().parents[2] / "deploy"
+    for path in root.rglob("*.json"):
+        orjson.loads(path.read_bytes())
+    for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
+        assert yaml.safe_load(path.read_text()) is not None

@@ -1,0 +1,156 @@
+"""apply(): escalation, last resort, briefing, finality, idempotence (engine spec §3.5–§3.6)."""
+
+from __future__ import annotations
+
+from factrail.core.apply import Reduction, Selection, apply, brief_value
+from factrail.core.marks import is_compacted
+from factrail.core.model import Action, Message, ToolResult, ToolUse
+from factrail.core.text import compact_json
+from factrail.core.tokens import estimate_tokens
+
+
+def _log(n: int, tag: str) -> str:
+    lines = [f"[{tag}] step {i} ok in {i % 97} ms" for i in range(n)]
+    lines[n // 2] = f"[{tag}] error: upstream refused connection to 10.0.0.{n % 250}:8443"
+    return "\n".join(lines)
+
+
+def _transcript(n_calls: int = 6, size: int = 400) -> list[Message]:
+    messages = [Message("user", "please fix the deploy")]
+    for i in range(n_calls):
+        cid = f"c{i}"
+        if i % 3 == 2:
+            use = ToolUse(cid, "Read", {"file_path": f"src/mod_{i}.py"})
+            out = "\n".join(f"def f{j}(x):\n    return x * {j}" for j in range(size // 4))
+        else:
+            use = ToolUse(cid, "Bash", {"command": f"pytest -k case{i}"})
+            out = _log(size, f"run{i}")
+        messages.append(Message("assistant", f"running call {i}", [use]))
+        messages.append(Message("user", "", tool_results=[ToolResult(cid, out)]))
+    messages.append(Message("assistant", "done"))
+    return messages
+
+
+def _rules(messages: list[Message]) -> dict[str, Action]:
+    return {u.tool_use_id: "drop_result" for m in messages for u in m.tool_uses}
+
+
+def _size(messages: list[Message]) -> int:
+    return sum(
+        estimate_tokens(m.text)
+        + sum(estimate_tokens(compact_json(u.input)) for u in m.tool_uses)
+        + sum(estimate_tokens(r.text) for r in m.tool_results)
+        for m in messages
+    )
+
+
+def test_rules_path_reduces_and_reports_tokens() -> None:
+    messages = _transcript()
+    got = apply(messages, _rules(messages), reduction=Reduction(0.3, 0.0))
+    assert got.tokens_after <= got.tokens_before * 0.7 < got.tokens_before == _size(messages)
+    assert got.tokens_after == _size(got.messages)
+    got = apply(messages, _rules(messages), reduction=Reduction(0.9, 0.0))
+    assert len(got.messages) == len(messages)
+    assert got.touched == [bool(m.tool_results) for m in messages]
+    assert set(got.changed) == {f"c{i}" for i in range(6)}
+    assert all(is_compacted(t) for t in got.changed.values())
+    # The input is never mutated.
+    assert messages == _transcript()
+
+
+def test_stricter_target_gives_higher_tier_and_fewer_tokens() -> None:
+    messages = _transcript()
+    loose = apply(messages, _rules(messages), reduction=Reduction(0.05, 0.0))
+    strict = apply(messages, _rules(messages), reduction=Reduction(0.95, 0.0))
+    assert strict.tier > loose.tier
+    assert strict.tokens_after < loose.tokens_after
+    assert strict.tier <= 3
+
+
+def test_hard_line_evicts_the_oldest_first() -> None:
+    messages = _transcript()
+    got = apply(messages, _rules(messages), reduction=Reduction(0.97, 0.97))
+    assert got.tier == 4
+    shrink = {}
+    for m, new in zip(messages, got.messages, strict=True):
+        for r, n in zip(m.tool_results, new.tool_results, strict=True):
+            shrink[r.tool_use_id] = len(n.text) / len(r.text)
+    assert shrink["c0"] == min(shrink.values())
+    assert shrink["c0"] < shrink["c5"]
+
+
+def test_applying_twice_is_idempotent_on_results() -> None:
+    messages = _transcript()
+    first = apply(messages, _rules(messages), reduction=Reduction(0.9, 0.9))
+    assert len(first.changed) == 6
+    again = apply(
+        first.messages, _rules(messages), reduction=Reduction(0.9, 0.0), final=set(first.changed)
+    )
+    assert again.changed == {} and again.briefed == {}
+    assert again.messages == first.messages
+
+
+def test_final_results_are_kept_even_if_their_text_is_not_marked() -> None:
+    messages = _transcript()
+    got = apply(messages, _rules(messages), reduction=Reduction(0.9, 0.0), final={"c0"})
+    assert "c0" not in got.changed and "c1" in got.changed
+
+
+def test_keep_is_never_touched_even_past_the_hard_line() -> None:
+    messages = _transcript()
+    actions = _rules(messages)
+    actions["c0"] = "keep"
+    got = apply(messages, actions, reduction=Reduction(0.99, 0.99))
+    assert "c0" not in got.changed and got.tier == 4
+
+
+def test_drop_call_briefs_a_long_command() -> None:
+    command = "x" * 505
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", [ToolUse("k", "Bash", {"command": command, "n": 3})]),
+        Message("user", "", tool_results=[ToolResult("k", "ok")]),
+    ]
+    got = apply(messages, {"k": "drop_call"}, reduction=Reduction(0.3, 0.0))
+    new = got.briefed["k"]["command"]
+    assert new.endswith("…[305 chars]") and new.startswith("x" * 200)
+    assert got.briefed["k"]["n"] == 3
+    assert got.messages[1].tool_uses[0].input["command"] == new
+    assert messages[1].tool_uses[0].input["command"] == command
+    # Briefing again (even with a smaller cap) keeps the original count.
+    assert brief_value(new, 160) == new
+    again = apply(got.messages, {"k": "drop_call"}, reduction=Reduction(0.3, 0.0))
+    assert again.briefed == {}
+
+
+def test_reads_brief_their_arguments_at_160() -> None:
+    pattern = "p" * 300
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", [ToolUse("g", "Grep", {"pattern": pattern})]),
+        Message("user", "", tool_results=[ToolResult("g", "src/a.py:1: hit\n" * 300)]),
+    ]
+    got = apply(messages, {"g": "drop_result"}, reduction=Reduction(0.3, 0.0))
+    assert got.briefed["g"]["pattern"] == "p" * 160 + "…[140 chars]"
+    assert got.changed["g"].startswith("[factrail omitted 4800 chars: a reproducible read")
+
+
+def test_regex_selection_without_value() -> None:
+    messages = _transcript()
+    got = apply(
+        messages,
+        _rules(messages),
+        reduction=Reduction(0.3, 0.0),
+        selection=Selection(value=False, pool=False),
+    )
+    assert any("error: upstream refused" in t for t in got.changed.values())
+
+
+def test_mirror_follows_the_new_result() -> None:
+    messages = _transcript(3)
+    for m in messages:
+        for u in m.tool_uses:
+            u.text = "mirror"
+    got = apply(messages, _rules(messages), reduction=Reduction(0.3, 0.0))
+    uses = {u.tool_use_id: u for m in got.messages for u in m.tool_uses}
+    assert uses["c0"].text == got.changed["c0"]

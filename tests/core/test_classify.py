@@ -1,0 +1,63 @@
+"""Reproducible reads vs observations (engine spec §2.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from factrail.core.classify import read_is_observation, reproducible
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat src/lib.rs | head -50",
+        "git log --oneline -5 && git status",
+        "FOO=1 timeout 5 rg foo src 2>/dev/null",
+        "cat a 2>&1",
+        ["cat", "README.md"],
+    ],
+)
+def test_shell_reads_are_reproducible(command: object) -> None:
+    assert reproducible("Bash", {"command": command})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat out > copy.txt",
+        "wc -l f",
+        "tail -n 20 server.log",
+        "sed -i s/a/b/ f",
+        "ls -la dir",
+        "cat card; ls -la dir",
+        "curl https://example.invalid",
+        "echo hi | bash",
+        "cat a | tee b",
+        "cat a >> b",
+        "",
+    ],
+)
+def test_shell_observations(command: str) -> None:
+    assert not reproducible("Bash", {"command": command})
+
+
+def test_stream_duplication_is_not_a_write() -> None:
+    assert reproducible("Bash", {"command": "cat a >&2"})
+    assert reproducible("bash", {"cmd": "grep -r x src 2>err.txt"})
+
+
+def test_read_tools_and_mutable_sources() -> None:
+    assert reproducible("Read", {"file_path": "src/app.py"})
+    assert not reproducible("Read", {"file_path": "var/logs/server.txt"})
+    assert not reproducible("Read", {"file_path": "build.log"})
+    assert not reproducible("WebFetch", {"url": "https://example.invalid"})
+    assert not reproducible("Edit", {"file_path": "a.py"})
+    assert not reproducible("Bash", {"command": "docker logs web"})
+
+
+def test_read_overridden_by_its_output() -> None:
+    assert read_is_observation("cat: x: No such file or directory")
+    assert read_is_observation("Command timed out after 120s")
+    assert read_is_observation("exit code 2")
+    assert not read_is_observation("def main():\n    return 0\n")
+    assert not read_is_observation("exit code 0")

@@ -1,0 +1,86 @@
+"""Units, fact scores, fact lines and candidate tokens (engine spec §2.5, §2.7, §9)."""
+
+from __future__ import annotations
+
+from factrail.core.facts import (
+    FACT_TOKEN,
+    fact_lines,
+    fact_score,
+    fact_tokens,
+    facts_reach,
+    toks,
+    units,
+)
+from factrail.core.marks import full_output_phrase
+
+
+def test_units_split_lines_escaped_newlines_and_long_lines() -> None:
+    text = "  first  \n\nsecond\\nthird\n" + "word " * 60
+    got = units(text)
+    assert got[:3] == ["first", "second", "third"]
+    assert all(len(u) <= 200 for u in got)
+    assert " ".join(got[3:]) == ("word " * 60).strip()
+
+
+def test_fact_score_examples() -> None:
+    assert fact_score("pid 4242") == 2
+    assert fact_score("error: x failed") == 1
+    assert fact_score("GET /api 200 HTTP/1.1 200") == 1
+    assert fact_score("") == 0
+    assert fact_score("nothing to see here") == 0
+
+
+def test_percent_quantity_matches_before_space_or_end() -> None:
+    # §9.7: `50%` followed by a space or the end of the line is a quantity.
+    assert fact_score("coverage 50%") == 1
+    assert fact_score("50% done") == 1
+
+
+def test_hex_rule_needs_a_digit_and_a_letter() -> None:
+    # §9.8: one hex rule everywhere; neither `defaced` nor a bare number is a hex id.
+    assert fact_score("head is 9f3c2ab") == 1
+    assert fact_score("the wall was defaced") == 0
+    assert fact_score("AB12CD34EF") == 1
+    assert FACT_TOKEN.findall("defaced 9F3C2AB") == ["9F3C2AB"]
+
+
+def test_fact_lines_golden() -> None:
+    text = "\n".join(
+        [
+            "compiling",
+            "error: x failed",
+            "pid 4242",
+            "fine",
+            "pid 4242",
+            "wrote /srv/app/out.json",
+        ]
+    )
+    assert fact_lines(text, 1000) == ["error: x failed", "pid 4242", "wrote /srv/app/out.json"]
+    # Highest score first under a tight budget; a skipped line does not stop the walk.
+    assert fact_lines(text, 24) == ["pid 4242"]
+    assert fact_lines(text, 26) == ["error: x failed", "pid 4242"]
+
+
+def test_mark_lines_are_never_fact_lines() -> None:
+    # §9.12: our note's 4-digit count would score; it must not be picked.
+    mark = f"[factrail omitted 12345 chars of this tool result; {full_output_phrase('u1')}]"
+    text = f"head\n{mark}\nexit code 1"
+    assert fact_lines(text, 1000) == ["exit code 1"]
+    assert "12345" not in fact_tokens(text)
+    # A line that merely quotes the prefix is ordinary text.
+    assert fact_lines("see [factrail omitted 1234 chars] here", 1000) != []
+
+
+def test_toks_example_and_sentence_final_words() -> None:
+    got = toks("wrote src/main_loop.rs at pid 48211, commit 9f3c2ab1.")
+    assert got == {"9f3c2ab1", "src/main_loop.rs"}
+    # §9.9: a long word that only ends a sentence is not a token.
+    assert toks("this is something. Another sentence.") == set()
+    assert toks("see config.yaml") == {"config.yaml"}
+
+
+def test_facts_reach_matches_the_full_count() -> None:
+    text = "\n".join(["pid 4242", "plain words", "pid 4242", "exit code 3", "nothing"] * 7)
+    full = sum(len(u) + 1 for u in set(fact_lines(text, 10**9)))
+    for share in (0.05, 0.2, 0.3, 0.5, 0.9):
+        assert facts_reach(text, share) == (full >= len(text) * share)

@@ -1,0 +1,138 @@
+"""Responses adapter: item kinds, grouping, opaque items and write-back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from factrail.core.formats import FormatError, responses
+
+REASONING = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA=="}
+
+
+def sample() -> list[dict[str, Any]]:
+    return [
+        {"role": "developer", "content": "rules"},
+        {"role": "user", "content": [{"type": "input_text", "text": "list files"}]},
+        dict(REASONING),
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Looking."}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "c1",
+            "name": "shell",
+            "arguments": '{"cmd": ["ls"]}',
+            "id": "fc_1",
+            "status": "completed",
+        },
+        {
+            "type": "custom_tool_call",
+            "call_id": "c2",
+            "name": "apply_patch",
+            "input": "*** Begin Patch",
+        },
+        {"type": "function_call_output", "call_id": "c1", "output": "a\nb"},
+        {
+            "type": "custom_tool_call_output",
+            "call_id": "c2",
+            "output": [
+                {"type": "input_text", "text": "Done"},
+                {"type": "input_image", "image_url": "data:x"},
+            ],
+        },
+        {"type": "compaction", "encrypted_content": "zzz"},
+        {"type": "item_reference", "id": "msg_9"},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+def test_items_parse_into_engine_turns() -> None:
+    doc = responses.parse(sample())
+    assert doc.format == "responses"
+    assert doc.system_texts == ["rules"]
+    assert [(m.role, m.text) for m in doc.messages] == [
+        ("user", "list files"),
+        ("assistant", "Looking."),
+        ("user", ""),
+        ("user", "thanks"),
+    ]
+    uses = doc.messages[1].tool_uses
+    assert [(u.tool_use_id, u.tool, u.input) for u in uses] == [
+        ("c1", "shell", {"cmd": ["ls"]}),
+        ("c2", "apply_patch", {"input": "*** Begin Patch"}),
+    ]
+    assert [(r.tool_use_id, r.text) for r in doc.messages[2].tool_results] == [
+        ("c1", "a\nb"),
+        ("c2", "Done"),
+    ]
+
+
+def test_write_back_keeps_opaque_items_and_spellings() -> None:
+    wire = sample()
+    before = json.dumps(wire)
+    doc = responses.parse(wire)
+    new = [m.copy() for m in doc.messages]
+    new[2].tool_results[0].text = "a"
+    new[2].tool_results[1].text = "Dn"
+    new[1].tool_uses[1].input = {"input": "*** Begin"}
+    new[1].tool_uses[0].input = {"cmd": ["ls", "-a"]}
+    out = doc.emit(new)
+    assert json.dumps(wire) == before
+    assert all(out[i] is wire[i] for i in (0, 1, 2, 3, 8, 9, 10))
+    assert out[6]["output"] == "a"
+    assert out[7]["output"] == [
+        {"type": "input_text", "text": "Dn"},
+        {"type": "input_image", "image_url": "data:x"},
+    ]
+    assert out[5]["input"] == "*** Begin"
+    assert out[4] == {**wire[4], "arguments": '{"cmd":["ls","-a"]}'}
+    assert list(out[4]) == list(wire[4])
+
+
+def test_output_parts_without_text_get_an_input_text_part() -> None:
+    wire = [
+        {
+            "type": "function_call_output",
+            "call_id": "c",
+            "output": [{"type": "input_image", "image_url": "u"}],
+        }
+    ]
+    doc = responses.parse(wire)
+    new = [m.copy() for m in doc.messages]
+    new[0].tool_results[0].text = "note"
+    assert doc.emit(new)[0]["output"] == [
+        {"type": "input_text", "text": "note"},
+        {"type": "input_image", "image_url": "u"},
+    ]
+
+
+def test_string_input_is_one_user_message() -> None:
+    doc = responses.parse("hello")
+    assert [(m.role, m.text) for m in doc.messages] == [("user", "hello")]
+    assert doc.emit(doc.messages) == "hello"
+
+
+def test_calls_after_results_start_a_new_assistant_turn() -> None:
+    wire = [
+        {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "1"},
+        {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+    ]
+    doc = responses.parse(wire)
+    assert [(m.role, len(m.tool_uses), len(m.tool_results)) for m in doc.messages] == [
+        ("assistant", 1, 0),
+        ("user", 0, 1),
+        ("assistant", 2, 0),
+    ]
+
+
+@pytest.mark.parametrize(("wire", "needle"), [(5, "string or a JSON array"), (["x"], "item 0")])
+def test_bad_input_raises(wire: Any, needle: str) -> None:
+    with pytest.raises(FormatError, match=needle):
+        responses.parse(wire)

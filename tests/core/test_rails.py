@@ -1,0 +1,100 @@
+"""Re-run notes, stub layout and reduction at a tier (engine spec §2.2–§2.4, §2.6)."""
+
+from __future__ import annotations
+
+from factrail.core.marks import (
+    full_output_phrase,
+    is_compacted,
+    saved_output_phrase,
+    swap_full_output_note,
+)
+from factrail.core.rails import TIERS, evicted, facts_only, reduce_result, rerun_note, stub_layout
+
+
+def test_rerun_note_golden() -> None:
+    assert rerun_note("x" * 160, "u1") == "x" * 160
+    assert rerun_note("x" * 500, "u1") == (
+        "[factrail omitted 500 chars: a reproducible read, so re-run the tool to see it; "
+        "the full output stays in this session's transcript under `u1`]"
+    )
+
+
+def _log(n: int) -> str:
+    lines = [f"step {i:03d} ok" for i in range(n)]
+    lines[40] = "error: connection refused on port 5432"
+    return "\n".join(lines)
+
+
+def test_stub_layout_golden() -> None:
+    text = "HEAD line one\nHEAD line two\n" + _log(600) + "\nTAIL done"
+    out = reduce_result(text, tool_use_id="u7", is_error=False, rerunnable=False, rails=TIERS[3])
+    head, rest = out.split("\n[factrail omitted ", 1)
+    assert text.startswith(head) and 100 < len(head) <= 200 and not head.endswith("\n")
+    mark, rest = rest.split("\n", 1)
+    stub = stub_layout(text, False, TIERS[3], 200)
+    assert stub is not None
+    assert mark == (
+        f"{stub.tail_start - stub.head_end} chars of this tool result; kept its 1 fact line(s); "
+        "the full output stays in this session's transcript under `u7`]"
+    )
+    facts, tail = rest.split("\n…\n", 1)
+    assert facts == "error: connection refused on port 5432"
+    assert text.endswith(tail) and tail.endswith("TAIL done") and len(tail) <= 120
+    assert is_compacted(out)
+
+
+def test_error_keeps_a_long_head_and_says_so() -> None:
+    text = _log(800)
+    out = reduce_result(text, tool_use_id="u2", is_error=True, rerunnable=False, rails=TIERS[3])
+    assert out.index("\n[factrail omitted ") > 1000
+    assert " of this tool result (error); " in out
+
+
+def test_small_and_dense_results_stay_whole() -> None:
+    small = _log(100)
+    assert reduce_result(small, tool_use_id="u", is_error=False, rerunnable=False,
+                         rails=TIERS[1]) == small  # fmt: skip
+    dense = "\n".join(f"pid {4000 + i}" for i in range(1500))
+    assert stub_layout(dense, False, TIERS[1], 200) is None
+    assert stub_layout(dense, False, TIERS[2], 200) is not None
+
+
+def test_reads_become_notes_by_tier() -> None:
+    text = "line of code\n" * 200
+    kwargs = {"tool_use_id": "u3", "is_error": False, "rerunnable": True}
+    assert reduce_result(text[:2900], rails=TIERS[0], **kwargs) == text[:2900]  # type: ignore[arg-type]
+    assert reduce_result(text, rails=TIERS[1], **kwargs).startswith("[factrail omitted 2600 ")  # type: ignore[arg-type]
+
+
+def test_reduction_never_lengthens() -> None:
+    # A stub whose head and tail are most of the text would not be shorter: keep the original.
+    text = "a" * 200 + "\n" + "b" * 10 + "\n" + "c" * 120
+    for rails in TIERS:
+        out = reduce_result(text, tool_use_id="u" * 300, is_error=False, rerunnable=False,
+                            rails=rails)  # fmt: skip
+        assert out == text
+    assert facts_only("short", "u9") == "short"
+    assert evicted("short", "u9") == "short"
+
+
+def test_is_compacted_is_strict() -> None:
+    # §9.2: text that merely contains the prefix mid-line is not a reduced result.
+    assert not is_compacted("grep hit: [factrail omitted 12 chars of this tool result; x]")
+    assert not is_compacted("[factrail omitted many chars]")
+    assert is_compacted("[jev-compaction truncated 300 chars]")
+    assert is_compacted("x\n[fast-jev-compaction truncated 3 chars]")
+    note = rerun_note("y" * 400, "u1")
+    assert is_compacted(f"head\n{note}\ntail")
+
+
+def test_swap_full_output_note() -> None:
+    note = rerun_note("y" * 400, "u1")
+    saved = swap_full_output_note(note, "u1", saved_output_phrase("/tmp/out/u1.txt"))
+    assert saved.endswith("the full output is saved at /tmp/out/u1.txt; Read it for anything "
+                          "not kept here]")  # fmt: skip
+    assert is_compacted(saved)
+    assert full_output_phrase("u1") not in saved
+    # `u1` is not a prefix match of `u12`.
+    assert swap_full_output_note(rerun_note("y" * 400, "u12"), "u1", "X") == rerun_note(
+        "y" * 400, "u12"
+    )

@@ -1,0 +1,130 @@
+"""A fake OpenAI-compatible upstream for integration tests and the proxy benchmark.
+
+It records every request body (`GET /_records`, `POST /_reset`) and misbehaves on demand, per
+request, through the `x-fake-mode` header: `429`, `500`, `hang`, `reset` (the connection drops
+mid-body) or `cut` (a stream stops mid-way). Run: `uvicorn tests.integration.fake_upstream:app`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+RECORDS: list[dict[str, Any]] = []
+PROMPT_TOKENS = 4242
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status, headers, media_type="application/json")
+
+
+def _completion(tool_call: bool) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": "done"}
+    if tool_call:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_fake",
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+                }
+            ],
+        }
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 1, "total_tokens": 1},
+    }
+
+
+def _chunk(delta: dict[str, Any], usage: bool = False) -> bytes:
+    data: dict[str, Any] = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": None}],
+    }
+    if usage:
+        data["usage"] = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 2, "total_tokens": 3}
+    return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+async def _stream(cut: bool) -> AsyncIterator[bytes]:
+    yield _chunk({"role": "assistant", "content": "Hel"})
+    yield _chunk({"content": "lo"})
+    if cut:
+        raise ConnectionResetError("fake upstream cut the stream")
+    yield _chunk({}, usage=True)
+    yield b"data: [DONE]\n\n"
+
+
+async def _reset() -> AsyncIterator[bytes]:
+    yield b'{"partial": '
+    raise ConnectionResetError("fake upstream dropped the connection")
+
+
+async def chat(request: Request) -> Response:
+    body = await request.body()
+    RECORDS.append({"path": request.url.path, "body": body.decode("utf-8", "surrogateescape")})
+    mode = request.headers.get("x-fake-mode", "")
+    if mode == "429":
+        error = {"error": {"message": "rate limited", "type": "requests", "param": None,
+                           "code": "rate_limit_exceeded"}}  # fmt: skip
+        return _json(error, 429, {"retry-after": "3", "x-ratelimit-remaining-requests": "0"})
+    if mode == "500":
+        return _json({"error": {"message": "boom", "type": "server_error"}}, 500)
+    if mode == "hang":
+        await asyncio.sleep(30)
+    if mode == "reset":
+        return StreamingResponse(_reset(), media_type="application/json")
+    data = orjson.loads(body)
+    if request.url.path.endswith("/responses"):
+        return _json(
+            {
+                "id": "resp_fake",
+                "object": "response",
+                "status": "completed",
+                "output": [],
+                "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1, "total_tokens": 1},
+            }
+        )
+    if data.get("stream"):
+        return StreamingResponse(_stream(mode == "cut"), media_type="text/event-stream")
+    return _json(_completion(bool(data.get("tools"))), headers={"x-request-id": "req_fake"})
+
+
+async def models(request: Request) -> Response:
+    return _json({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
+
+
+async def records(request: Request) -> Response:
+    return _json(RECORDS)
+
+
+async def reset(request: Request) -> Response:
+    RECORDS.clear()
+    return _json({})
+
+
+app = Starlette(
+    routes=[
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/v1/responses", chat, methods=["POST"]),
+        Route("/v1/models", models),
+        Route("/_records", records),
+        Route("/_reset", reset, methods=["POST"]),
+    ]
+)

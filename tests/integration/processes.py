@@ -1,0 +1,92 @@
+"""Start and stop the real processes of the integration tests (uvicorn on loopback)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+TRIGGER_TOKENS = 3000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    for _ in range(200):
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=0.5).status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def start(args: list[str], env: dict[str, str], ready: str) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_ready(ready, proc)
+    except RuntimeError:
+        proc.kill()
+        raise
+    return proc
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@dataclass
+class Stack:
+    upstream: str
+    """Base URL of the fake upstream (ends in /v1)."""
+    factrail: str
+    """Base URL of factrail (ends in /v1)."""
+    data_home: Path
+
+    def records(self) -> list[dict[str, str]]:
+        records: list[dict[str, str]] = httpx.get(self.upstream[:-3] + "/_records").json()
+        return records
+
+    def reset(self) -> None:
+        httpx.post(self.upstream[:-3] + "/_reset")
+
+
+Process = subprocess.Popen[bytes]
+
+
+def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Process]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "FACTRAIL_UPSTREAM_URL": upstream,
+        "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
+        "FACTRAIL_REARM_TOKENS": "1000",
+        "FACTRAIL_READ_TIMEOUT_S": "2",
+        **env_extra,
+    }
+    code = f"from app.main import serve; serve('127.0.0.1', {port})"
+    proc = start([sys.executable, "-c", code], env, f"http://127.0.0.1:{port}/healthz")
+    return f"http://127.0.0.1:{port}/v1", proc
