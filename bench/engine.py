@@ -4,7 +4,7 @@ Usage: `.venv/bin/python bench/engine.py [--runs 7] [--sizes 10000,50000,...] [-
 
 For each size, a synthetic but realistic transcript (file reads, test logs, curl outputs, grep
 hits; seeded, so every run builds the same one) is reduced by `apply` with every unpinned call
-`drop_result` and `Reduction(0.3, 0.3)`. Beside it, the floor: `orjson.loads` + `orjson.dumps` of
+`drop_result` and `Reduction(0.3, 0.3)` (the newest 6 messages stay pinned). Beside it, the floor: `orjson.loads` + `orjson.dumps` of
 the same transcript as an OpenAI chat body. Prints a markdown table of medians.
 """
 
@@ -23,53 +23,51 @@ from typing import Any
 import orjson
 
 from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.facts import toks
 from factrail.core.model import Action, Message, ToolResult, ToolUse, collect_tool_calls
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 
 SIZES = (10_000, 50_000, 100_000, 200_000, 400_000)
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "config",
-    "handler",
-    "request",
-    "session",
-    "cache",
-    "worker",
-    "index",
-]
+WORDS = (
+    "alpha", "beta", "gamma", "delta", "config", "handler", "request", "session", "cache",
+    "worker", "index", "router", "schema", "client", "parser", "store",
+)  # fmt: skip
+
+
+def _path(rng: random.Random) -> str:
+    return f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py"
 
 
 def _code(rng: random.Random) -> str:
     lines = []
-    for i in range(rng.randint(40, 400)):
+    for i in range(rng.randint(20, 300)):
         name = rng.choice(WORDS)
         lines.append(
             rng.choice(
-                [
+                (
                     f"def {name}_{i}(self, value: int) -> int:",
                     f"    return self.{name} + value * {rng.randint(1, 99)}",
                     f"import {name}.{rng.choice(WORDS)}",
                     f"    # TODO: handle {name} when the {rng.choice(WORDS)} is empty",
+                    f'    logger.info("{name} ready on port %d", {rng.randint(1024, 65535)})',
                     "",
-                ]
+                )
             )
         )
-    return "\n".join(lines)
+    return "\n".join(f"{n + 1:6d}\t{line}" for n, line in enumerate(lines))
 
 
 def _test_log(rng: random.Random) -> str:
-    n = rng.randint(50, 900)
+    n = rng.randint(10, 600)
+    failed = 0
     lines = [
-        "============ test session starts ============ platform linux, "
-        f"pid {rng.randint(1000, 99999)}"
+        f"============ test session starts ============ platform linux, pid {rng.randint(1000, 99999)}"
     ]
     for i in range(n):
         name = rng.choice(WORDS)
         if rng.random() < 0.03:
+            failed += 1
             lines.append(f"tests/test_{name}.py::test_{name}_{i} FAILED")
             lines.append(
                 f"E   AssertionError: expected {rng.randint(0, 500)} got {rng.randint(0, 500)}"
@@ -77,7 +75,26 @@ def _test_log(rng: random.Random) -> str:
             lines.append(f"E   at /srv/app/src/{name}/core.py:{rng.randint(1, 900)}")
         else:
             lines.append(f"tests/test_{name}.py::test_{name}_{i} PASSED [{100 * i // n:3d}%]")
-    lines.append(f"===== {n - 3} passed, 3 failed in {rng.uniform(1, 90):.2f}s =====")
+    lines.append(f"===== {n - failed} passed, {failed} failed in {rng.uniform(1, 90):.2f}s =====")
+    return "\n".join(lines)
+
+
+def _build_log(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(10, 250)):
+        r = rng.random()
+        mod = f"{rng.choice(WORDS)}-{rng.randint(1, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
+        if r < 0.6:
+            lines.append(f"  Downloading {mod}.tar.gz ({rng.randint(10, 900)} kB)")
+        elif r < 0.9:
+            lines.append(
+                f"Compiling {rng.choice(WORDS)} v{mod.split('-')[1]} (/work/{rng.choice(WORDS)})"
+            )
+        else:
+            lines.append(
+                f"warning: unused variable `{rng.choice(WORDS)}` at {_path(rng)}:{rng.randint(1, 400)}"
+            )
+    lines.append(f"Finished dev [unoptimized] target(s) in {rng.uniform(1, 60):.2f}s")
     return "\n".join(lines)
 
 
@@ -86,48 +103,82 @@ def _curl(rng: random.Random) -> str:
         {
             "id": f"{rng.getrandbits(48):012x}",
             "name": rng.choice(WORDS),
-            "status": rng.choice(["ok", "pending", "failed"]),
+            "status": rng.choice(("ok", "pending", "failed")),
             "updated": f"2025-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}T10:{rng.randint(10, 59)}Z",
             "url": f"https://api.example.invalid/v1/items/{rng.randint(1, 99999)}",
         }
-        for _ in range(rng.randint(5, 150))
+        for _ in range(rng.randint(2, 80))
     ]
-    return "HTTP/1.1 200 OK\ncontent-type: application/json\n\n" + compact_json({"items": items})
+    head = (
+        f"HTTP/1.1 {rng.choice((200, 200, 200, 404, 500))} OK\ncontent-type: application/json\n\n"
+    )
+    return head + compact_json({"items": items})
 
 
 def _grep(rng: random.Random) -> str:
     return "\n".join(
-        f"src/{rng.choice(WORDS)}/{rng.choice(WORDS)}.py:{rng.randint(1, 900)}:"
-        f"    {rng.choice(WORDS)} = load_{rng.choice(WORDS)}()"
-        for _ in range(rng.randint(5, 300))
+        f"{_path(rng)}:{rng.randint(1, 900)}:    {rng.choice(WORDS)} = load_{rng.choice(WORDS)}()"
+        for _ in range(rng.randint(3, 150))
     )
 
 
-KINDS: tuple[
-    tuple[str, Callable[[random.Random], dict[str, Any]], Callable[[random.Random], str]], ...
-] = (
-    ("Read", lambda r: {"file_path": f"src/{r.choice(WORDS)}/{r.choice(WORDS)}.py"}, _code),
-    ("Bash", lambda r: {"command": f"pytest -q tests/test_{r.choice(WORDS)}.py"}, _test_log),
+def _edit(rng: random.Random) -> str:
+    path = _path(rng)
+    snippet = "\n".join(
+        f"{rng.randint(1, 400):6d}\t    {rng.choice(WORDS)} = {rng.choice(WORDS)}({rng.randint(0, 9)})"
+        for _ in range(rng.randint(0, 12))
+    )
+    return f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n{snippet}"
+
+
+def _small(rng: random.Random) -> str:
+    return rng.choice(
+        (
+            f"On branch main\nChanges not staged for commit:\n\tmodified:   {_path(rng)}\n",
+            "\n".join(_path(rng) for _ in range(rng.randint(2, 20))),
+            f"exit code {rng.randint(0, 2)}",
+            f"{rng.randint(1, 900)} files changed, {rng.randint(1, 9000)} insertions(+)",
+        )
+    )
+
+
+Make = Callable[[random.Random], str]
+KINDS: tuple[tuple[float, str, Callable[[random.Random], dict[str, Any]], Make], ...] = (
+    (0.22, "Edit", lambda r: {"file_path": _path(r), "old_string": "x", "new_string": "y"}, _edit),
+    (0.18, "Bash", lambda r: {"command": "git status"}, _small),
+    (0.20, "Read", lambda r: {"file_path": _path(r)}, _code),
+    (0.12, "Bash", lambda r: {"command": f"pytest -q tests/test_{r.choice(WORDS)}.py"}, _test_log),
+    (0.10, "Grep", lambda r: {"pattern": r.choice(WORDS), "path": "src"}, _grep),
     (
+        0.10,
         "Bash",
-        lambda r: {"command": f"curl -s https://api.example.invalid/v1/{r.choice(WORDS)}"},
+        lambda r: {"command": f"curl -si https://api.example.invalid/v1/{r.choice(WORDS)}"},
         _curl,
     ),
-    ("Grep", lambda r: {"pattern": r.choice(WORDS), "path": "src"}, _grep),
+    (0.08, "Bash", lambda r: {"command": "cargo build"}, _build_log),
 )
 
 
 def transcript(tokens: int, seed: int = 7) -> list[Message]:
-    """A deterministic transcript of about `tokens` estimated tokens."""
+    """A deterministic transcript of about `tokens` estimated tokens.
+
+    Result sizes follow a real session's spread (many short edits and commands, some long reads
+    and logs); the assistant now and then names an id or path it saw earlier.
+    """
     rng = random.Random(seed)
+    weights = [k[0] for k in KINDS]
     messages = [Message("user", "Please fix the failing tests and check the items API.")]
     total = estimate_tokens(messages[0].text)
+    seen: list[str] = []
     i = 0
     while total < tokens:
-        tool, make_input, make_output = rng.choice(KINDS)
+        _, tool, make_input, make_output = rng.choices(KINDS, weights)[0]
         use = ToolUse(f"call_{i:05d}", tool, make_input(rng))
         result = ToolResult(use.tool_use_id, make_output(rng))
         said = f"Next I will look at {rng.choice(WORDS)} ({i})."
+        if seen and rng.random() < 0.3:
+            said += f" The earlier output mentioned {rng.choice(seen)}, so check it."
+        seen.extend(sorted(toks(result.text))[:3])
         messages.append(Message("assistant", said, [use]))
         messages.append(Message("user", "", tool_results=[result]))
         total += estimate_tokens(said) + estimate_tokens(compact_json(use.input))

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from factrail.core.apply import apply
 from factrail.core.formats.base import Document
-from factrail.core.marks import is_compacted, swap_full_output_note
+from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
 from factrail.core.model import Action, Message, collect_tool_calls, input_json, is_prompt
 from factrail.core.plan import CallAnswer, CompactOptions, Plan, PlanError, build_plan
 from factrail.core.pressure import pressure
@@ -389,12 +389,10 @@ class SessionCompactor:
                 saved = self.outputs.save(session, tool_use_id, original)
             except OSError:
                 continue
-            where = f"the full output is saved at {saved.path}"
+            where = str(saved.path)
             if self.config.outputs_route:
                 where += f" (GET {self.config.outputs_route}{saved.output_id})"
-            note = swap_full_output_note(
-                text, tool_use_id, f"{where}; read it for anything not kept here"
-            )
+            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
             swapped[tool_use_id] = note
             result.saved += 1
         if swapped:

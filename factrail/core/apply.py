@@ -18,7 +18,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from factrail.core.classify import read_is_observation, reproducible
+from factrail.core.classify import read_is_observation, rerunnable_ids
 from factrail.core.facts import fact_lines, fact_score, fact_tokens, toks
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
@@ -306,6 +306,7 @@ def apply(
         for u in m.tool_uses:
             uses.setdefault(u.tool_use_id, u)
     before = sum(_tokens_of(m) for m in messages)
+    rerunnable = rerunnable_ids(messages)
     slots: list[_Slot] = []
     seen: set[str] = set()
     for m in messages:
@@ -314,8 +315,7 @@ def apply(
             if rid in seen or actions.get(rid, "keep") == "keep":
                 continue
             seen.add(rid)
-            use = uses.get(rid)
-            readable = use is not None and reproducible(use.tool, use.input)
+            readable = rid in rerunnable
             slots.append(
                 _Slot(
                     tool_use_id=rid,
@@ -327,7 +327,7 @@ def apply(
                     final=rid in final or is_compacted(r.text),
                 )
             )
-    briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final})
+    briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final}, rerunnable)
     brief_gain = sum(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
@@ -358,6 +358,7 @@ def _briefs(
     actions: Mapping[str, Action],
     final: AbstractSet[str],
     final_slots: AbstractSet[str],
+    rerunnable: AbstractSet[str],
 ) -> dict[str, dict[str, Any]]:
     """New inputs of dropped calls (cap 200) and reduced reproducible reads (cap 160)."""
     out: dict[str, dict[str, Any]] = {}
@@ -367,7 +368,7 @@ def _briefs(
             continue
         if action == "drop_call":
             cap = INPUT_BRIEF_CHARS
-        elif reproducible(use.tool, use.input):
+        elif uid in rerunnable:
             cap = RERUN_INPUT_CHARS
         else:
             continue

@@ -8,9 +8,10 @@ observation of one moment and keeps its fact lines when reduced.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from factrail.core.model import Message, ToolUse
 from factrail.core.text import compact_json
 
 _MUTABLE_SOURCE = re.compile(
@@ -114,3 +115,130 @@ def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
 def read_is_observation(text: str) -> bool:
     """A read whose output reports a failure or a timeout is an observation after all."""
     return _READ_FAILED.search(text) is not None
+
+
+EDIT_TOOLS = frozenset(
+    {
+        "Edit", "MultiEdit", "Write", "NotebookEdit", "write_file", "edit_file", "replace",
+        "create_file", "str_replace_editor", "str_replace_based_edit_tool", "apply_patch",
+        "write_to_file", "replace_in_file", "insert_edit_into_file",
+    }
+)  # fmt: skip
+_PATH_KEYS = ("file_path", "path", "notebook_path", "target_file", "filename", "file", "TargetFile")
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+_SHELL_WRITE = re.compile(
+    r"(?:^|[;&|]\s*)sed\s+(?:-\w*i\S*|--in-place)\s.*?(\S+)\s*$"
+    r"|(?<![>2&])>>?\s*(['\"]?)([^\s;&|'\"]+)\2"
+    r"|\btee\s+(?:-a\s+)?([^\s;&|]+)",
+    re.MULTILINE,
+)
+_PATH_TOKEN = re.compile(r"(?:[A-Za-z]:)?[\w.~-]*[\\/][\w.@~/\\-]+|[\w@-]+\.[A-Za-z0-9]{1,8}\b")
+
+
+def _norm(path: str) -> str:
+    path = path.strip().strip("\"'").replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.rstrip("/")
+
+
+def edited_paths(tool: str, input: Mapping[str, Any]) -> list[str]:
+    """Files this call changes: editor tools by their path argument, patches, shell writes."""
+    out: list[str] = []
+    if tool in EDIT_TOOLS:
+        if tool == "str_replace_editor" and input.get("command") in ("view", None):
+            return []
+        for key in _PATH_KEYS:
+            value = input.get(key)
+            if isinstance(value, str) and value:
+                out.append(_norm(value))
+        for value in input.values():
+            if isinstance(value, str) and "*** " in value:
+                out.extend(_norm(p) for p in _PATCH_FILE.findall(value))
+        return out
+    if tool in SHELL_TOOLS:
+        command = _command(input)
+        out.extend(_norm(p) for p in _PATCH_FILE.findall(command))
+        for m in _SHELL_WRITE.finditer(_REDIRECT_NOISE.sub("", command)):
+            target = m.group(1) or m.group(3) or m.group(4)
+            if target and target not in ("/dev/null", "$null"):
+                out.append(_norm(target))
+    return out
+
+
+def read_paths(tool: str, input: Mapping[str, Any]) -> list[str]:
+    """Files a read names: its path arguments, or the path-like words of its command."""
+    out = [_norm(v) for k in _PATH_KEYS if isinstance(v := input.get(k), str) and v]
+    if tool in SHELL_TOOLS:
+        out.extend(_norm(p) for p in _PATH_TOKEN.findall(_command(input)))
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    """One path ends the other on a component boundary (`src/a.py` and `/repo/src/a.py`)."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return bool(short) and long.endswith("/" + short)
+
+
+def rerunnable_ids(messages: Sequence[Message]) -> set[str]:
+    """Calls whose re-run would give back the same output *now*.
+
+    A reproducible read stops being one once a later call in the transcript edits a file it read
+    (by its arguments, or, for searches and listings, a file its output names): re-running it
+    would show the new content, so its output is an observation of the old one.
+    """
+    edits: dict[str, list[tuple[str, int]]] = {}
+    reads: list[tuple[int, ToolUse]] = []
+    for i, m in enumerate(messages):
+        for u in m.tool_uses:
+            for p in edited_paths(u.tool, u.input):
+                edits.setdefault(p.rsplit("/", 1)[-1], []).append((p, i))
+            if reproducible(u.tool, u.input):
+                reads.append((i, u))
+    if not edits:
+        return {u.tool_use_id for _, u in reads}
+    outputs = {r.tool_use_id: r.text for m in messages for r in m.tool_results}
+    out: set[str] = set()
+    for i, u in reads:
+        named = read_paths(u.tool, u.input) + [
+            _norm(p) for p in search_paths(outputs.get(u.tool_use_id, ""))
+        ]
+        if not any(
+            j > i and _same_file(p, q)
+            for p in named
+            for q, j in edits.get(p.rsplit("/", 1)[-1], ())
+        ):
+            out.add(u.tool_use_id)
+    return out
+
+
+_GREP_LINE = re.compile(r"^((?:[A-Za-z]:)?[^\s:]*[\w.-]+\.\w{1,8}|[^\s:]+/[^\s:]+)[:-]\d+[:-]")
+_BARE_PATH = re.compile(r"^(?:[A-Za-z]:)?\.{0,2}[\\/]?(?:[\w.@+-]+[\\/])*[\w.@+-]+[\\/]?$")
+
+
+def search_paths(text: str, limit: int = 2000) -> list[str]:
+    """The distinct files a search or listing output names, in order; [] if it is not one.
+
+    An output counts as a listing when most of its non-empty lines are `path:line:` matches or
+    bare paths, as grep, rg, find, fd, Glob and LS print them.
+    """
+    found: dict[str, None] = {}
+    lines = 0
+    hits = 0
+    for line in text[: limit * 200].split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        lines += 1
+        m = _GREP_LINE.match(line)
+        if m:
+            found.setdefault(m.group(1))
+            hits += 1
+        elif ("/" in line or "\\" in line or "." in line) and _BARE_PATH.match(line):
+            found.setdefault(line.rstrip("/\\"))
+            hits += 1
+    if lines == 0 or hits * 5 < lines * 3:
+        return []
+    return list(found)[:limit]

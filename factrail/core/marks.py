@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 
-RERUN_DETAIL = ": a reproducible read, so re-run the tool to see it"
+RERUN_DETAIL = ": reproducible, re-run the call to see it"
 FACTS_ONLY_DETAIL = ": only fact lines kept under context pressure"
 EVICTED_DETAIL = ": evicted under context pressure, oldest first"
 
 _MARK_LINE = re.compile(
     r"^\[factrail omitted \d+ chars"
-    r"(?: of this tool result(?: \(error\))?(?:; kept its \d+ fact line\(s\))?"
+    r"(?: of this output(?: \(error\))?(?:, kept \d+ fact lines?)?"
     rf"|{re.escape(RERUN_DETAIL)}|{re.escape(FACTS_ONLY_DETAIL)}|{re.escape(EVICTED_DETAIL)})"
-    r"; the full output [^\n]*\]\r?$",
+    r"; (?:the )?full output [^\n]*\]\r?$",
     re.MULTILINE,
 )
 _LEGACY = re.compile(r"\[(?:fast-jev-compaction|jev-compaction) truncated ")
@@ -26,12 +26,12 @@ _LEGACY = re.compile(r"\[(?:fast-jev-compaction|jev-compaction) truncated ")
 
 def full_output_phrase(tool_use_id: str) -> str:
     """Where the full output is while it has not been saved (backquoted: `u1` ≠ `u12`)."""
-    return f"the full output stays in this session's transcript under `{tool_use_id}`"
+    return f"full output under `{tool_use_id}` in this transcript"
 
 
 def saved_output_phrase(path: str) -> str:
     """Where the full output is once saved to disk (the usual `swap_full_output_note` target)."""
-    return f"the full output is saved at {path}; Read it for anything not kept here"
+    return f"full output saved at {path}; read it for anything not kept here"
 
 
 def note(omitted: int, detail: str, tool_use_id: str) -> str:
@@ -42,8 +42,8 @@ def note(omitted: int, detail: str, tool_use_id: str) -> str:
 def stub_detail(is_error: bool, kept: int) -> str:
     """The detail of an observation stub's mark."""
     error = " (error)" if is_error else ""
-    facts = f"; kept its {kept} fact line(s)" if kept > 0 else ""
-    return f" of this tool result{error}{facts}"
+    facts = f", kept {kept} fact line{'s' if kept != 1 else ''}" if kept > 0 else ""
+    return f" of this output{error}{facts}"
 
 
 def is_mark_line(line: str) -> bool:

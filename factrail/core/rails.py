@@ -19,6 +19,7 @@ from factrail.core.marks import (
     note,
     stub_detail,
 )
+from factrail.core.readnotes import read_extras
 
 FACT_HEAD_CHARS = 200
 FACT_TAIL_CHARS = 120
@@ -52,10 +53,14 @@ Select = Callable[[str, int], list[str]]
 
 
 def rerun_note(text: str, tool_use_id: str) -> str:
-    """The one-line note that replaces a reproducible read (short reads stay as they are)."""
+    """The note that replaces a reproducible read (short reads stay as they are).
+
+    It keeps, on lines after the mark, the files a search named or the ids a read held
+    (`factrail.core.readnotes`).
+    """
     if len(text) <= RERUN_KEEP_CHARS:
         return text
-    return note(len(text), RERUN_DETAIL, tool_use_id)
+    return "\n".join([note(len(text), RERUN_DETAIL, tool_use_id), *read_extras(text)])
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 ELLIPSIS = "…"
 
 
 def compact_json(value: Any) -> str:
-    """Compact JSON with insertion-ordered keys and no ASCII escaping (every length is over this)."""
+    """Compact JSON, insertion-ordered keys, no ASCII escaping: every length is measured on it."""
     try:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError):
@@ -40,6 +41,4 @@ def split_lines(s: str) -> list[str]:
 
 def round_half_away(x: float) -> int:
     """Round half away from zero (Python's round() is banker's rounding)."""
-    import math
-
-    return int(math.floor(x + 0.5)) if x >= 0 else -int(math.floor(-x + 0.5))
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)

@@ -15,7 +15,7 @@ _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
 
 
 def _class_table() -> tuple[bytes, bytes]:
-    """Map every UTF-8 byte to its class: L letter, D digit, W space, S symbol; drop continuations."""
+    """Each UTF-8 byte's class (L letter, D digit, W space, S symbol); continuations dropped."""
     table = bytearray(b"S" * 256)
     for b in range(256):
         c = chr(b)

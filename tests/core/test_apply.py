@@ -132,7 +132,7 @@ def test_reads_brief_their_arguments_at_160() -> None:
     ]
     got = apply(messages, {"g": "drop_result"}, reduction=Reduction(0.3, 0.0))
     assert got.briefed["g"]["pattern"] == "p" * 160 + "…[140 chars]"
-    assert got.changed["g"].startswith("[factrail omitted 4800 chars: a reproducible read")
+    assert got.changed["g"].startswith("[factrail omitted 4800 chars: reproducible, re-run")
 
 
 def test_regex_selection_without_value() -> None:

@@ -18,7 +18,7 @@ LINES = st.sampled_from(
         "wrote /srv/app/build/out.json (4096 bytes)",
         "Traceback (most recent call last):",
         "    at handler (/srv/app/index.js:42:7)",
-        "[factrail omitted 1234 chars of this tool result; see the transcript]",
+        "[factrail omitted 1234 chars of this output; full output in the transcript]",
         "coverage 87% of 1,204 lines",
         "   ",
         "def f(x):\\n    return x",

@@ -63,7 +63,7 @@ def test_fact_lines_golden() -> None:
 
 def test_mark_lines_are_never_fact_lines() -> None:
     # §9.12: our note's 4-digit count would score; it must not be picked.
-    mark = f"[factrail omitted 12345 chars of this tool result; {full_output_phrase('u1')}]"
+    mark = f"[factrail omitted 12345 chars of this output; {full_output_phrase('u1')}]"
     text = f"head\n{mark}\nexit code 1"
     assert fact_lines(text, 1000) == ["exit code 1"]
     assert "12345" not in fact_tokens(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -304,3 +306,17 @@ def test_any_transcript_plans_within_limits(
     if egress == "metadata":
         assert ARG_SENTINEL not in text
     assert len(plan.decide(None).decisions) == len(plan.calls)
+
+
+@pytest.mark.corpus
+def test_real_sessions_plan_within_limits(corpus_dir: Path) -> None:
+    from factrail.core.formats import openai_chat
+
+    for path in sorted(corpus_dir.glob("*.json")):
+        msgs = openai_chat.parse(json.loads(path.read_text())["messages"]).messages
+        for limit in (25_000, 6_000):
+            plan = build_plan(msgs, CompactOptions(max_state_tokens=limit), {}, set())
+            asked = [tid for r in plan.requests for _, tid in r.calls]
+            candidates = [c.tool_use_id for c in plan.calls if not c.pinned]
+            assert sorted(asked + list(plan.floor)) == sorted(candidates), path.name
+            assert all(r.state_tokens <= limit for r in plan.requests), path.name

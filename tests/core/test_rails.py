@@ -14,8 +14,8 @@ from factrail.core.rails import TIERS, evicted, facts_only, reduce_result, rerun
 def test_rerun_note_golden() -> None:
     assert rerun_note("x" * 160, "u1") == "x" * 160
     assert rerun_note("x" * 500, "u1") == (
-        "[factrail omitted 500 chars: a reproducible read, so re-run the tool to see it; "
-        "the full output stays in this session's transcript under `u1`]"
+        "[factrail omitted 500 chars: reproducible, re-run the call to see it; "
+        "full output under `u1` in this transcript]"
     )
 
 
@@ -34,8 +34,8 @@ def test_stub_layout_golden() -> None:
     stub = stub_layout(text, False, TIERS[3], 200)
     assert stub is not None
     assert mark == (
-        f"{stub.tail_start - stub.head_end} chars of this tool result; kept its 1 fact line(s); "
-        "the full output stays in this session's transcript under `u7`]"
+        f"{stub.tail_start - stub.head_end} chars of this output, kept 1 fact line; "
+        "full output under `u7` in this transcript]"
     )
     facts, tail = rest.split("\n…\n", 1)
     assert facts == "error: connection refused on port 5432"
@@ -47,7 +47,7 @@ def test_error_keeps_a_long_head_and_says_so() -> None:
     text = _log(800)
     out = reduce_result(text, tool_use_id="u2", is_error=True, rerunnable=False, rails=TIERS[3])
     assert out.index("\n[factrail omitted ") > 1000
-    assert " of this tool result (error); " in out
+    assert " of this output (error); " in out
 
 
 def test_small_and_dense_results_stay_whole() -> None:
@@ -79,7 +79,7 @@ def test_reduction_never_lengthens() -> None:
 
 def test_is_compacted_is_strict() -> None:
     # §9.2: text that merely contains the prefix mid-line is not a reduced result.
-    assert not is_compacted("grep hit: [factrail omitted 12 chars of this tool result; x]")
+    assert not is_compacted("grep hit: [factrail omitted 12 chars of this output; full output x]")
     assert not is_compacted("[factrail omitted many chars]")
     assert is_compacted("[jev-compaction truncated 300 chars]")
     assert is_compacted("x\n[fast-jev-compaction truncated 3 chars]")
@@ -90,7 +90,7 @@ def test_is_compacted_is_strict() -> None:
 def test_swap_full_output_note() -> None:
     note = rerun_note("y" * 400, "u1")
     saved = swap_full_output_note(note, "u1", saved_output_phrase("/tmp/out/u1.txt"))
-    assert saved.endswith("the full output is saved at /tmp/out/u1.txt; Read it for anything "
+    assert saved.endswith("full output saved at /tmp/out/u1.txt; read it for anything "
                           "not kept here]")  # fmt: skip
     assert is_compacted(saved)
     assert full_output_phrase("u1") not in saved

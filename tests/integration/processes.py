@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-TRIGGER_TOKENS = 3000
+TRIGGER_TOKENS = 6000
 
 
 def free_port() -> int:

@@ -1,0 +1,74 @@
+"""Re-run notes keep the files a search named and the ids a read held; edited reads observe."""
+
+from __future__ import annotations
+
+from factrail.core.classify import edited_paths, rerunnable_ids, search_paths
+from factrail.core.model import Message, ToolResult, ToolUse
+from factrail.core.readnotes import files_line, ids_line, read_extras, read_ids
+from factrail.core.rails import rerun_note
+
+
+def test_search_paths_from_grep_and_listing_outputs() -> None:
+    grep = "/repo/src/main.rs:8: the value\n/repo/src/lib.rs:15: cache\n/repo/src/main.rs:22: x"
+    assert search_paths(grep) == ["/repo/src/main.rs", "/repo/src/lib.rs"]
+    assert search_paths("src/a.py\nsrc/b/c.ts\nREADME.md") == [
+        "src/a.py",
+        "src/b/c.ts",
+        "README.md",
+    ]
+    assert search_paths(r"C:\Users\dev\app\main.py") == [r"C:\Users\dev\app\main.py"]
+    assert search_paths("fn main() {\n    let x = 1;\n}") == []
+    assert search_paths("") == []
+
+
+def test_files_line_keeps_whole_paths_within_an_eighth() -> None:
+    grep = "\n".join(f"/repo/src/mod_{i}.rs:{i}: hit" for i in range(400))
+    line = files_line(grep)
+    assert line.startswith("files: /repo/src/mod_0.rs, /repo/src/mod_1.rs")
+    assert line.endswith("more)")
+    assert len(line) <= len(grep) // 8 + 20
+
+
+def test_ids_are_digit_bearing_tokens_with_a_letter_or_long() -> None:
+    text = "build id bld-20251130a7 set; see 9f3c2ab1e4d0 and line 12345 or 20251130\nversion."
+    assert read_ids(text) == ["bld-20251130a7", "9f3c2ab1e4d0", "20251130"]
+    assert ids_line(text).startswith("ids: bld-20251130a7, 9f3c2ab1e4d0")
+    assert ids_line("plain words only, nothing else here") == ""
+
+
+def test_rerun_note_carries_the_extras_and_stays_shorter() -> None:
+    body = "\n".join(f"    line {i}: config value" for i in range(60)) + "\nbuild bld-77aa01\n"
+    note = rerun_note(body, "u1")
+    first, *rest = note.split("\n")
+    assert first.startswith("[factrail omitted ")
+    assert rest == read_extras(body) == ["ids: bld-77aa01"]
+    assert len(note) < len(body)
+
+
+def test_edited_paths_of_editors_patches_and_shell_writes() -> None:
+    assert edited_paths("Edit", {"file_path": "/repo/a.py"}) == ["/repo/a.py"]
+    patch = "*** Begin Patch\n*** Update File: src/x.rs\n@@\n-a\n+b\n*** End Patch"
+    assert edited_paths("apply_patch", {"input": patch}) == ["src/x.rs"]
+    assert edited_paths("Bash", {"command": "sed -i 's/a/b/' src/y.py"}) == ["src/y.py"]
+    assert edited_paths("Bash", {"command": "echo hi > out.txt 2>&1"}) == ["out.txt"]
+    assert edited_paths("Bash", {"command": "cat a.txt 2>/dev/null"}) == []
+    assert edited_paths("str_replace_editor", {"command": "view", "path": "/a.py"}) == []
+
+
+def _call(i: str, tool: str, inp: dict[str, str], out: str) -> list[Message]:
+    return [
+        Message("assistant", "", [ToolUse(i, tool, inp)]),
+        Message("user", "", tool_results=[ToolResult(i, out)]),
+    ]
+
+
+def test_a_read_edited_later_is_no_longer_rerunnable() -> None:
+    messages = [
+        Message("user", "fix it"),
+        *_call("r1", "Read", {"file_path": "/repo/src/a.py"}, "x = 1\n" * 100),
+        *_call("r2", "Read", {"file_path": "/repo/src/b.py"}, "y = 2\n" * 100),
+        *_call("g1", "Grep", {"pattern": "x"}, "/repo/src/a.py:1: x = 1\n" * 3),
+        *_call("e1", "Edit", {"file_path": "src/a.py", "old_string": "x", "new_string": "z"}, "ok"),
+        *_call("r3", "Read", {"file_path": "/repo/src/a.py"}, "z = 1\n" * 100),
+    ]
+    assert rerunnable_ids(messages) == {"r2", "r3"}

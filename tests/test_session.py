@@ -1,0 +1,244 @@
+"""The session step: soft line, hysteresis, plan re-application, saved outputs, the fence."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factrail.core.formats import openai_chat
+from factrail.core.model import input_json
+from factrail.judges.base import JudgeRound
+from factrail.judges.rules import RulesJudge
+from factrail.session import (
+    CompactorConfig,
+    SessionCompactor,
+    lines_for,
+    session_key,
+    trigger_for,
+)
+from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.outputs import OutputStore
+
+
+def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, Any]]:
+    """A chat transcript with `turns` tool calls whose outputs are `size` chars of log lines."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing deploy."},
+    ]
+    for i in range(turns):
+        cid = f"call_{i:03d}"
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"Step {i}: checking.",
+                "tool_calls": [
+                    {
+                        "id": cid,
+                        "type": "function",
+                        "function": {
+                            "name": tool,
+                            "arguments": f'{{"command": "curl -sv http://svc{i}.internal/health"}}',
+                        },
+                    }
+                ],
+            }
+        )
+        lines = [f"line {j} of output {i} with request id req-{i:04d}{j:04d}" for j in range(200)]
+        body = "\n".join(lines)[:size]
+        msgs.append({"role": "tool", "tool_call_id": cid, "content": body})
+    msgs.append({"role": "user", "content": "Keep going."})
+    return msgs
+
+
+def compactor(
+    trigger: int, tmp_path: Path | None = None, judge: Any = None
+) -> tuple[SessionCompactor, MemoryStateStore]:
+    store = MemoryStateStore()
+    outputs = OutputStore(tmp_path / "outputs") if tmp_path is not None else None
+    config = CompactorConfig(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0)
+    return (
+        SessionCompactor(config, state=store, outputs=outputs, judge=judge or RulesJudge()),
+        store,
+    )
+
+
+def texts(messages: Sequence[dict[str, Any]]) -> list[Any]:
+    return [m.get("content") for m in messages if m["role"] != "tool"]
+
+
+async def test_below_the_soft_line_nothing_changes() -> None:
+    c, _ = compactor(10_000_000)
+    doc = openai_chat.parse(chat(10))
+    result = await c.compact("s", doc)
+    assert result.outcome == "passthrough"
+    assert result.document is None
+
+
+async def test_past_the_soft_line_compacts_keeps_prose_and_pairing(tmp_path: Path) -> None:
+    wire = chat(30)
+    c, _ = compactor(16000, tmp_path)
+    doc = openai_chat.parse(wire)
+    result = await c.compact("s", doc)
+    assert result.outcome == "compacted"
+    out = result.document
+    assert isinstance(out, list)
+    assert len(out) == len(wire)
+    assert texts(out) == texts(wire)
+    assert [m.get("tool_call_id") for m in out] == [m.get("tool_call_id") for m in wire]
+    assert result.tokens_after < result.tokens_before
+    assert result.reduced > 0
+    assert result.saved == result.reduced
+
+
+async def test_outputs_are_saved_before_return_and_the_note_names_them(tmp_path: Path) -> None:
+    wire = chat(30)
+    c, _ = compactor(16000, tmp_path)
+    result = await c.compact("sess", openai_chat.parse(wire))
+    reduced = [
+        (orig, new)
+        for orig, new in zip(wire, result.document, strict=True)
+        if orig.get("role") == "tool" and orig["content"] != new["content"]
+    ]
+    assert reduced
+    for orig, new in reduced:
+        path = tmp_path / "outputs" / "sess" / f"{orig['tool_call_id']}.txt"
+        assert path.read_text(encoding="utf-8") == orig["content"]
+        assert str(path) in new["content"]
+        assert f"/v1/factrail/outputs/sess/{orig['tool_call_id']}" in new["content"]
+
+
+async def test_next_turn_reapplies_the_plan_byte_identically(tmp_path: Path) -> None:
+    wire = chat(30)
+    c, _ = compactor(16000, tmp_path)
+    first = await c.compact("s", openai_chat.parse(wire))
+    assert first.outcome == "compacted"
+    wire2 = [
+        *wire,
+        {"role": "assistant", "content": "Next I will read the config."},
+        {"role": "user", "content": "ok"},
+    ]
+    second = await c.compact("s", openai_chat.parse(wire2))
+    assert second.outcome == "reapplied"
+    assert second.reapplied == first.reduced
+    assert second.document[: len(wire)] == first.document
+
+
+async def test_a_reused_id_with_other_text_does_not_pick_up_the_reduction(tmp_path: Path) -> None:
+    wire = chat(30)
+    c, _ = compactor(16000, tmp_path)
+    first = await c.compact("s", openai_chat.parse(wire))
+    changed = [i for i, (a, b) in enumerate(zip(wire, first.document, strict=True)) if a != b]
+    i = next(i for i in changed if wire[i]["role"] == "tool")
+    wire2 = [dict(m) for m in wire]
+    wire2[i] = {**wire2[i], "content": "a different output under the same id"}
+    second = await c.compact("s", openai_chat.parse(wire2))
+    out = second.document if second.document is not None else wire2
+    assert out[i]["content"] == "a different output under the same id"
+
+
+async def test_hysteresis_waits_for_the_rearm_gap() -> None:
+    wire = chat(30)
+    c, store = compactor(16000)
+    first = await c.compact("s", openai_chat.parse(wire))
+    assert first.outcome == "compacted"
+    state = store.load("s")
+    assert state is not None and state.compactions == 1
+    assert state.baseline_tokens == first.tokens_after
+    # One more small turn: still under baseline + gap, so only re-application.
+    wire2 = [*wire, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
+    second = await c.compact("s", openai_chat.parse(wire2))
+    assert second.outcome == "reapplied"
+
+
+def test_lines_soft_line_and_gap() -> None:
+    lines = lines_for(120_000, None, 0)
+    assert lines.soft == 100_000 and lines.need == 100_000
+    after = lines_for(120_000, 90_000, 0)
+    assert after.need == 105_000
+    capped = lines_for(120_000, 118_000, 40_000)
+    assert capped.need == 120_000
+
+
+def test_trigger_is_min_of_percent_window_and_absolute() -> None:
+    cfg = CompactorConfig(
+        trigger_tokens=180_000, trigger_percent=60, context_windows={"gpt-4o": 128_000}
+    )
+    assert trigger_for("gpt-4o-2024-08-06", cfg) == 76_800
+    assert trigger_for("unknown-model", cfg) == 180_000
+
+
+def test_session_key_prefers_header_and_is_stable() -> None:
+    doc = openai_chat.parse(chat(2))
+    assert session_key("abc", doc, "gpt-4o") == session_key(" abc ", doc, "gpt-4o-mini")
+    k1 = session_key(None, doc, "gpt-4o")
+    assert k1 == session_key(None, openai_chat.parse(chat(3)), "gpt-4o-mini")
+    assert k1 != session_key(None, doc, "claude-3")
+    assert "Fix" not in k1
+
+
+class CountingJudge:
+    """A non-local model judge that records whether it was asked."""
+
+    kind = "systemone"
+    model = "jev-latest"
+    local = False
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def ask(self, requests: Sequence[Any], *, deadline: float) -> JudgeRound:
+        self.asked += 1
+        return JudgeRound()
+
+
+@pytest.mark.parametrize("local", [False, True])
+async def test_the_fence_keeps_a_tainted_session_away_from_a_non_local_judge(
+    local: bool,
+) -> None:
+    wire = chat(30)
+    wire[2]["tool_calls"][0]["function"]["name"] = "mcp__email-gateway__ask_email"
+    judge = CountingJudge()
+    judge.local = local
+    c, store = compactor(16000, judge=judge)
+    result = await c.compact("s", openai_chat.parse(wire))
+    assert result.outcome == "compacted"
+    assert judge.asked == (1 if local else 0)
+    assert result.reason == ("ok-local" if local else "tainted")
+    state = store.load("s")
+    assert state is not None and state.taint is not None and state.taint["tainted"] is True
+
+
+async def test_taint_is_sticky_once_the_fenced_call_is_gone() -> None:
+    wire = chat(30)
+    wire[2]["tool_calls"][0]["function"]["name"] = "mcp__email-gateway__ask_email"
+    judge = CountingJudge()
+    c, store = compactor(16000, judge=judge)
+    await c.compact("s", openai_chat.parse(wire))
+    clean = chat(40)
+    state = store.load("s")
+    assert state is not None
+    state.baseline_tokens = None
+    store.save("s", state)
+    result = await c.compact("s", openai_chat.parse(clean))
+    assert judge.asked == 0
+    assert result.reason == "tainted"
+
+
+async def test_briefed_inputs_are_reapplied_with_their_results(tmp_path: Path) -> None:
+    wire = chat(30)
+    for m in wire:
+        for call in m.get("tool_calls", []):
+            call["function"]["name"] = "Read"
+            call["function"]["arguments"] = '{"file_path": "/repo/' + "x" * 300 + '.py"}'
+    c, _ = compactor(16000, tmp_path)
+    first = await c.compact("s", openai_chat.parse(wire))
+    assert first.outcome == "compacted"
+    second = await c.compact("s", openai_chat.parse(wire))
+    assert second.document == first.document
+    doc = openai_chat.parse(second.document)
+    briefed = [u for m in doc.messages for u in m.tool_uses if "chars]" in input_json(u)]
+    assert briefed
