@@ -17,7 +17,9 @@ from factrail.core.formats import openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
+from factrail.policy.options import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
 from factrail.session import CompactorConfig, SessionCompactor, TurnResult, session_key
+from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import cache_root, data_root
 from factrail.stores.state import StateStore
@@ -60,11 +62,22 @@ def compactor_config(settings: Settings) -> CompactorConfig:
         preserve_recent=settings.preserve_recent,
         judge_deadline_ms=settings.judge_deadline_ms,
         egress=settings.egress,
-        taint_tools=settings.taint_tools,
-        taint_skills=settings.taint_skills,
+        taint_tools=fence_list(settings.taint_tools, DEFAULT_TAINT_TOOLS, settings),
+        taint_skills=fence_list(settings.taint_skills, DEFAULT_TAINT_SKILLS, settings),
+        record_decisions=settings.record_decisions,
         save_outputs=settings.save_outputs,
         context_windows=dict(settings.context_windows),
     )
+
+
+def fence_list(
+    configured: Sequence[str], defaults: Sequence[str], settings: Settings
+) -> tuple[str, ...]:
+    """The operator's fence entries added to the defaults (replacing them only when asked)."""
+    extra = tuple(x for x in configured if x)
+    if settings.taint_replace_defaults:
+        return extra
+    return tuple(dict.fromkeys((*defaults, *extra)))
 
 
 def default_state_url(settings: Settings) -> str:
@@ -111,6 +124,7 @@ def build_engine(
     outputs: OutputStore | None,
     judge: Judge,
     observe_judge: Callable[[float], None],
+    decisions: DecisionLog | None = None,
 ) -> Engine:
     """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
     compactor = SessionCompactor(
@@ -118,6 +132,7 @@ def build_engine(
         state=state,
         outputs=outputs,
         judge=TimedJudge(judge, observe_judge),
+        decisions=decisions,
     )
     return Engine(
         compactor=compactor,

@@ -21,7 +21,9 @@ from factrail import __version__
 from factrail.judges import make_judge
 from factrail.judges.base import JudgeConfigError
 from factrail.stores import open_state_store
+from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
+from factrail.stores.paths import data_root
 from factrail.stores.state import StateStore
 
 log = logging.getLogger("factrail.app")
@@ -49,12 +51,25 @@ def default_engine(
             api_key=settings.judge_api_key.get_secret_value() or None,
             local=settings.judge_local,
             known=secrets,
+            tev_constraint=settings.tev_constraint,
         )
     except JudgeConfigError as exc:
         log.warning("judge %s not usable (%s); using the rules", settings.judge, exc)
         judge = make_judge("rules", client=client)
     observe = metrics.judge_seconds.observe
-    return build_engine(settings, state=state, outputs=outputs, judge=judge, observe_judge=observe)
+    decisions = None
+    if settings.record_decisions and judge.kind != "rules":
+        root = data_root()
+        if root is not None:
+            decisions = DecisionLog(root / "decisions", settings.decisions_retention_days)
+    return build_engine(
+        settings,
+        state=state,
+        outputs=outputs,
+        judge=judge,
+        observe_judge=observe,
+        decisions=decisions,
+    )
 
 
 def create_app(

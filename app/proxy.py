@@ -223,11 +223,11 @@ class Gateway:
     def _observe(self, prepared: Prepared, reported: int | None) -> None:
         if self.engine is None or prepared.session is None or prepared.result is None:
             return
-        if reported is None or prepared.result.tokens_after <= 0:
+        if reported is None or prepared.result.estimated_sent <= 0:
             return
         try:
             self.engine.compactor.observe_usage(
-                prepared.session, reported, prepared.result.tokens_after
+                prepared.session, reported, prepared.result.estimated_sent
             )
         except Exception:
             log.warning("usage calibration failed", exc_info=True)

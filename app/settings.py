@@ -69,7 +69,8 @@ class Settings(BaseSettings):
 
     trigger_tokens: int = 180_000
     trigger_percent: float = 60.0
-    rearm_tokens: int = 40_000
+    rearm_tokens: int = 0
+    """Re-arm gap after a compaction; 0 means an eighth of the trigger."""
     preserve_recent: int = 6
     context_windows: WindowMap = Field(default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS))
     """Overrides merged over `DEFAULT_CONTEXT_WINDOWS` (JSON object in the environment)."""
@@ -83,6 +84,11 @@ class Settings(BaseSettings):
     egress: Literal["full", "metadata"] = "full"
     taint_tools: StrList = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
     taint_skills: StrList = ("email-search",)
+    taint_replace_defaults: bool = False
+    """Configured fence lists are added to the defaults unless this is set."""
+    tev_constraint: Literal["none", "regex", "logit_bias", "json_schema"] = "regex"
+    record_decisions: bool = True
+    decisions_retention_days: int = 30
 
     state_url: str = ""
     """`sqlite:///path` (default `$XDG_DATA_HOME/factrail/state.db`), `memory://`."""

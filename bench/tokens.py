@@ -74,12 +74,17 @@ def main() -> None:
         runs = [timed(count, everything) for _ in range(3)]
         totals[name] = runs[0][0]
         ms = statistics.median(r[1] for r in runs) * 1000 / mb
-        print(f"| {name} | {totals[name]:,} | {totals[name] / totals.get('o200k', 1):.3f} |"
-              f" {ms:.1f} |" if name != "estimate" and name != "chars/4" else
-              f"| {name} | {totals[name]:,} | (below) | {ms:.1f} |")
-    print(f"\nwhole corpus: estimate/o200k = {totals['estimate'] / totals['o200k']:.3f}, "
-          f"estimate/cl100k = {totals['estimate'] / totals['cl100k']:.3f}, "
-          f"chars/4 / o200k = {totals['chars/4'] / totals['o200k']:.3f}\n")
+        print(
+            f"| {name} | {totals[name]:,} | {totals[name] / totals.get('o200k', 1):.3f} |"
+            f" {ms:.1f} |"
+            if name != "estimate" and name != "chars/4"
+            else f"| {name} | {totals[name]:,} | (below) | {ms:.1f} |"
+        )
+    print(
+        f"\nwhole corpus: estimate/o200k = {totals['estimate'] / totals['o200k']:.3f}, "
+        f"estimate/cl100k = {totals['estimate'] / totals['cl100k']:.3f}, "
+        f"chars/4 / o200k = {totals['chars/4'] / totals['o200k']:.3f}\n"
+    )
     print("| kind | texts | counter | total ratio to o200k | median per text | p10 | p90 |")
     print("|---|---|---|---|---|---|---|")
     for kind, texts in kinds.items():
@@ -88,9 +93,11 @@ def main() -> None:
         for name in ("estimate", "chars/4", "cl100k"):
             got = [counters[name](t) for t in texts]
             ratios = [g / max(1, r) for g, r in zip(got, truth, strict=True)]
-            print(f"| {kind} | {len(texts)} | {name} | {sum(got) / max(1, sum(truth)):.3f} |"
-                  f" {statistics.median(ratios):.3f} | {pct(ratios, 0.1):.3f} |"
-                  f" {pct(ratios, 0.9):.3f} |")
+            print(
+                f"| {kind} | {len(texts)} | {name} | {sum(got) / max(1, sum(truth)):.3f} |"
+                f" {statistics.median(ratios):.3f} | {pct(ratios, 0.1):.3f} |"
+                f" {pct(ratios, 0.9):.3f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             from app.main import serve
 
-            serve(host=args.host, port=args.port)
+            serve(host=args.host or "127.0.0.1", port=args.port or 8080)
             return 0
         if args.command == "compact":
             return asyncio.run(_compact(args))

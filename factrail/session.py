@@ -22,11 +22,11 @@ from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_out
 from factrail.core.model import Action, Message, collect_tool_calls, input_json, is_prompt
 from factrail.core.plan import CallAnswer, CompactOptions, Plan, PlanError, build_plan
 from factrail.core.pressure import pressure
+from factrail.core.redact import redact_value
 from factrail.core.tev import PROMPT_VERSION
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.decide import decide
-from factrail.core.redact import redact_value
 from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
@@ -86,7 +86,10 @@ class TurnResult:
     judge_errors: list[str] = field(default_factory=list)
     redactions: dict[str, int] = field(default_factory=dict)
     fenced: bool = False
+    """The fence kept a model judge away from this session for the first time."""
     compactions: int = 0
+    estimated_sent: int = 0
+    """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +215,7 @@ class SessionCompactor:
             trigger_tokens=trigger,
             reapplied=len(reapplied),
             compactions=state.compactions,
+            estimated_sent=transcript + extra_tokens,
         )
         if not force:
             if trigger <= 0:
@@ -250,7 +254,7 @@ class SessionCompactor:
         record = taint_write(state.taint, scan, int(self._clock() * 1000))
         if record is not None:
             state.taint = record
-        result.fenced = taint.tainted and not self.judge.local and self.judge.kind != "rules"
+        result.fenced = record is not None and not self.judge.local and self.judge.kind != "rules"
 
         decisions = await self._decide(session, work, reapplied, state, taint, result)
         trigger_est = result.trigger_tokens / ratio if result.trigger_tokens > 0 else None
@@ -277,7 +281,9 @@ class SessionCompactor:
             )
         present = set(originals)
         state.plan = {k: v for k, v in state.plan.items() if k in present}
-        after = math.ceil((self.transcript_tokens(messages) + extra_tokens) * ratio)
+        sent = self.transcript_tokens(messages) + extra_tokens
+        after = math.ceil(sent * ratio)
+        result.estimated_sent = sent
         state.baseline_tokens = after
         state.compactions += 1
         state.updated_ms = int(self._clock() * 1000)
@@ -341,8 +347,6 @@ class SessionCompactor:
             answers = round_.answers
             result.judge_requests = round_.requests
             result.judge_errors.extend(e.outcome for e in round_.errors)
-            if round_.redacted:
-                result.redactions["judge"] = result.redactions.get("judge", 0) + round_.redacted
         outcome = plan.decide(answers)
         result.judge = self.judge.kind
         judged_all = not result.judge_errors
@@ -395,6 +399,8 @@ class SessionCompactor:
             note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
             swapped[tool_use_id] = note
             result.saved += 1
+            for family, n in saved.redactions.items():
+                result.redactions[family] = result.redactions.get(family, 0) + n
         if swapped:
             for m in messages:
                 for r in m.tool_results:

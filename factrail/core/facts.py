@@ -9,7 +9,8 @@ units, so a note is never picked as a fact.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 
 from factrail.core.marks import is_mark_line
 
@@ -102,25 +103,100 @@ def units(text: str) -> list[str]:
 
 
 def fact_score(unit: str) -> int:
-    """How many of the 12 fact patterns match `unit`."""
+    """How many of the 12 fact patterns match `unit` (the definition; `unit_scores` is faster)."""
     if not unit:
         return 0
     patterns = PATTERNS if _ANY_DIGIT.search(unit) else _WORD_PATTERNS
     return sum(1 for p in patterns if p.search(unit) is not None)
 
 
+_JOINED = tuple(re.compile(p.pattern, p.flags | re.MULTILINE) for p in PATTERNS)
+"""The patterns for units joined by newlines: `^` also matches at every unit start."""
+
+
+def unit_scores(units: Sequence[str]) -> list[int]:
+    """`fact_score` of every unit, each pattern searched once across all units joined by `\n`.
+
+    A unit is a match of a pattern when the leftmost match from its start lies inside it (a unit
+    has no newline, and at a newline every boundary test of the patterns reads as at a string
+    end). A match that runs over a newline proves nothing: each unit it touches is searched alone.
+    """
+    if not units:
+        return []
+    joined = "\n".join(units)
+    starts: list[int] = []
+    at = 0
+    for u in units:
+        starts.append(at)
+        at += len(u) + 1
+    n = len(units)
+    scores = [0] * n
+    for pattern, single in zip(_JOINED, PATTERNS, strict=True):
+        search = pattern.search
+        recheck: set[int] = set()
+        pos = 0
+        m = search(joined, pos)
+        while m is not None:
+            start, end = m.span()
+            i = bisect_right(starts, start) - 1
+            if i + 1 < n and start == starts[i + 1] - 1:
+                pos = start + 1  # the match starts at a newline: no unit up to it matches
+            elif i + 1 == n or end < starts[i + 1]:
+                scores[i] += 1
+                pos = starts[i + 1] if i + 1 < n else len(joined) + 1
+            else:
+                j = bisect_right(starts, end - 1) - 1
+                recheck.update(range(i, j + 1))
+                pos = starts[j + 1] if j + 1 < n else len(joined) + 1
+            m = search(joined, pos) if pos <= len(joined) else None
+        for i in recheck:
+            if single.search(units[i]) is not None:
+                scores[i] += 1
+    return scores
+
+
+class FactScores:
+    """`fact_score` memoised across one compaction; `many` scores the misses in one scan."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[str, int] = {}
+
+    def __call__(self, unit: str) -> int:
+        hit = self._memo.get(unit)
+        if hit is None:
+            hit = self._memo[unit] = fact_score(unit)
+        return hit
+
+    def many(self, units: Sequence[str]) -> list[int]:
+        """The score of every unit of `units`."""
+        memo = self._memo
+        missing = list({u: None for u in units if u not in memo})
+        if missing:
+            memo.update(zip(missing, unit_scores(missing), strict=True))
+        return [memo[u] for u in units]
+
+
 Score = Callable[[str], int]
-"""A unit scorer: `fact_score`, or a memoised copy of it shared across one compaction."""
+"""A unit scorer: `fact_score`, or a `FactScores` shared across one compaction."""
+
+
+def scores_of(units: Sequence[str], score: Score = fact_score) -> list[int]:
+    """`[score(u) for u in units]`, in one scan when `score` is `fact_score` or `FactScores`."""
+    if score is fact_score:
+        return unit_scores(units)
+    if isinstance(score, FactScores):
+        return score.many(units)
+    return [score(u) for u in units]
 
 
 def scored_units(text: str, score: Score = fact_score) -> list[tuple[int, int, str]]:
     """`(score, index, unit)` for every unit of `text` with a positive score, in text order."""
-    out: list[tuple[int, int, str]] = []
-    for i, u in enumerate(units(text)):
-        s = score(u)
-        if s > 0:
-            out.append((s, i, u))
-    return out
+    all_units = units(text)
+    return [
+        (s, i, u) for i, (s, u) in enumerate(zip(scores_of(all_units, score), all_units)) if s > 0
+    ]
 
 
 def pick_fact_lines(scored: list[tuple[int, int, str]], budget: int) -> list[tuple[int, str]]:
@@ -145,25 +221,10 @@ def fact_lines(text: str, budget: int, score: Score = fact_score) -> list[str]:
 
 
 def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
-    """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it.
-
-    Scores only as far as needed: stops once the answer is certain either way.
-    """
-    need = len(text) * share
+    """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it."""
     all_units = units(text)
-    left = sum(len(u) + 1 for u in all_units)
-    got = 0
-    seen: set[str] = set()
-    for u in all_units:
-        left -= len(u) + 1
-        if u not in seen and score(u) > 0:
-            seen.add(u)
-            got += len(u) + 1
-        if got >= need:
-            return True
-        if got + left < need:
-            return False
-    return got >= need
+    fact_units = {u for s, u in zip(scores_of(all_units, score), all_units) if s > 0}
+    return sum(len(u) + 1 for u in fact_units) >= len(text) * share
 
 
 def fact_tokens(text: str) -> set[str]:

@@ -37,7 +37,9 @@ class ScriptedCompactor:
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":
-            return TurnResult("passthrough", tokens_before=500, tokens_after=500)
+            return TurnResult(
+                "passthrough", tokens_before=500, tokens_after=500, estimated_sent=500
+            )
         work = [m.copy() for m in doc.messages]
         for m in work:
             for r in m.tool_results:
@@ -47,6 +49,7 @@ class ScriptedCompactor:
             document=doc.emit(work),
             tokens_before=1000,
             tokens_after=250,
+            estimated_sent=250,
             judge="rules",
             reason="rules",
             compactions=1,

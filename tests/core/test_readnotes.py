@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from factrail.core.classify import edited_paths, rerunnable_ids, search_paths
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.readnotes import files_line, ids_line, read_extras, read_ids
 from factrail.core.rails import rerun_note
+from factrail.core.readnotes import files_line, ids_line, read_extras, read_ids
 
 
 def test_search_paths_from_grep_and_listing_outputs() -> None:
