@@ -124,10 +124,15 @@ def trigger_for(model: str, config: CompactorConfig) -> int:
     return min(candidates) if candidates else 0
 
 
+def rearm_gap(trigger: int, rearm: int) -> int:
+    """The configured re-arm gap, or an eighth of the trigger."""
+    return rearm if rearm > 0 else math.ceil(trigger / 8)
+
+
 def lines_for(trigger: int, baseline: int | None, rearm: int) -> Lines:
     """Soft line 5/6·T; after a compaction the next waits for baseline + the re-arm gap."""
     soft = math.ceil(trigger * 5 / 6)
-    gap = rearm if rearm > 0 else math.ceil(trigger / 8)
+    gap = rearm_gap(trigger, rearm)
     need = soft if baseline is None else max(soft, baseline + gap)
     return Lines(trigger=trigger, soft=soft, need=min(need, trigger))
 
@@ -258,7 +263,8 @@ class SessionCompactor:
 
         decisions = await self._decide(session, work, reapplied, state, taint, result)
         trigger_est = result.trigger_tokens / ratio if result.trigger_tokens > 0 else None
-        reduction = pressure(transcript + extra_tokens, trigger_est, transcript).reduction()
+        gap = rearm_gap(result.trigger_tokens, cfg.rearm_tokens) / ratio
+        reduction = pressure(transcript + extra_tokens, trigger_est, transcript, gap).reduction()
         applied = apply(
             work,
             decisions,
@@ -428,7 +434,7 @@ def reapply_plan(
     if not plan:
         return list(messages), set()
     out: list[Message] = []
-    done: set[str] = set()
+    done: dict[str, str] = {}
     inputs: dict[str, dict[str, Any]] = {}
     for m in messages:
         hits = [r for r in m.tool_results if r.tool_use_id in plan]
@@ -442,20 +448,22 @@ def reapply_plan(
                 continue
             if text_hash(r.text) != entry.original_hash:
                 continue
+            done[r.tool_use_id] = r.text
             r.text = entry.reduced_text
-            done.add(r.tool_use_id)
             if entry.input is not None:
                 inputs[r.tool_use_id] = entry.input
         out.append(copy)
-    if inputs:
-        for i, m in enumerate(out):
-            if any(u.tool_use_id in inputs for u in m.tool_uses):
-                copy = m.copy()
-                for u in copy.tool_uses:
-                    if u.tool_use_id in inputs:
-                        u.input = inputs[u.tool_use_id]
-                out[i] = copy
-    return out, done
+    for i, m in enumerate(out):
+        if not any(u.tool_use_id in done for u in m.tool_uses):
+            continue
+        copy = m.copy()
+        for u in copy.tool_uses:
+            if u.tool_use_id in inputs:
+                u.input = inputs[u.tool_use_id]
+            if u.tool_use_id in done and u.text == done[u.tool_use_id]:
+                u.text = plan[u.tool_use_id].reduced_text
+        out[i] = copy
+    return out, set(done)
 
 
 def rules_actions(messages: Sequence[Message], preserve_recent: int) -> dict[str, Action]:

@@ -110,47 +110,90 @@ def fact_score(unit: str) -> int:
     return sum(1 for p in patterns if p.search(unit) is not None)
 
 
-_JOINED = tuple(re.compile(p.pattern, p.flags | re.MULTILINE) for p in PATTERNS)
-"""The patterns for units joined by newlines: `^` also matches at every unit start."""
+_NEEDLES: tuple[tuple[bool, tuple[bytes, ...]], ...] = (
+    (False, (b"error", b"fail", b"exception", b"traceback", b"denied", b"refused", b"invalid",
+             b"not found", b"time", b"fatal", b"panic", b"warning")),
+    (False, (b"FAIL", b"ERR")),
+    (True, (b"http", b"status")),
+    (False, (b"/", b":\\")),
+    (True, (b"0.0",)),
+    (True, (b"hhhhhhh",)),
+    (True, (b"0.0", b"localhost:")),
+    (True, (b"pid", b"port", b"exit", b"rc", b"code", b"size", b"bytes", b"pass", b"fail",
+            b"test", b"total", b"count")),
+    (True, (b"ms", b"kb", b"mb", b"gb", b"bytes", b"tokens", b"line", b"file", b"%")),
+    (True, (b"0000",)),
+    (False, (b".j", b".t", b".c", b".m", b".p", b".y", b".lo", b".r", b".g", b".s")),
+    (False, (b"message_id", b"ticket", b"confirm", b"sent", b"delivered", b"created", b"updated",
+             b"deleted", b"order", b"transaction", b"commit")),
+)  # fmt: skip
+"""Per pattern: whether it needs a digit, and literals one of which every match contains.
+
+Looked up in folded views of the units: lower case with every digit as `0` (`FAIL`/`ERR` in the
+text as it is, hex ids with every hex digit as `h`).
+"""
+_FOLD = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz0000000000"
+)
+_HEX_FOLD = bytes.maketrans(b"0123456789abcdefABCDEF", b"h" * 22)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_CASE_TWINS = frozenset("\u0130\u0131\u017f\u212a")
+"""The non-ASCII chars that IGNORECASE matches with ASCII letters."""
+
+
+def _folds_exactly(text: str) -> bool:
+    """Whether ASCII folding shows every match: no non-ASCII digit or case twin of a letter."""
+    if text.isascii():
+        return True
+    return not any(
+        c in _CASE_TWINS or c.isdecimal() for c in {m.group() for m in _NON_ASCII.finditer(text)}
+    )
+
+
+def _units_with(view: bytes, needles: tuple[bytes, ...], starts: list[int]) -> set[int]:
+    """The units (by start offset in `view`) that contain one of `needles`."""
+    out: set[int] = set()
+    last = len(starts) - 1
+    find = view.find
+    for needle in needles:
+        pos = find(needle)
+        while pos >= 0:
+            i = bisect_right(starts, pos) - 1
+            out.add(i)
+            pos = find(needle, starts[i + 1]) if i < last else -1
+    return out
 
 
 def unit_scores(units: Sequence[str]) -> list[int]:
-    """`fact_score` of every unit, each pattern searched once across all units joined by `\n`.
+    """`fact_score` of every unit: each pattern runs only on the units holding one of its needles.
 
-    A unit is a match of a pattern when the leftmost match from its start lies inside it (a unit
-    has no newline, and at a newline every boundary test of the patterns reads as at a string
-    end). A match that runs over a newline proves nothing: each unit it touches is searched alone.
+    The needles are found in folded copies of all units joined by `\\n` (no needle has a
+    newline, so each hit lies in one unit); text whose folding could hide a match (a non-ASCII
+    digit or case twin) is scored one unit at a time.
     """
-    if not units:
-        return []
     joined = "\n".join(units)
+    if not _folds_exactly(joined):
+        return [fact_score(u) for u in units]
     starts: list[int] = []
     at = 0
     for u in units:
         starts.append(at)
         at += len(u) + 1
-    n = len(units)
-    scores = [0] * n
-    for pattern, single in zip(_JOINED, PATTERNS, strict=True):
+    raw = joined.encode("ascii", "replace")
+    folded = raw.translate(_FOLD)
+    hexed = raw.translate(_HEX_FOLD)
+    digits = _units_with(folded, (b"0",), starts)
+    scores = [0] * len(units)
+    for k, (pattern, (needs_digit, needles)) in enumerate(zip(PATTERNS, _NEEDLES, strict=True)):
+        view = raw if k == 1 else hexed if k == 5 else folded
+        cands = _units_with(view, needles, starts)
+        if k == 1 and ("✖" in joined or "✗" in joined):
+            cands.update(i for i, u in enumerate(units) if "✖" in u or "✗" in u)
+        if needs_digit:
+            cands &= digits
         search = pattern.search
-        recheck: set[int] = set()
-        pos = 0
-        m = search(joined, pos)
-        while m is not None:
-            start, end = m.span()
-            i = bisect_right(starts, start) - 1
-            if i + 1 < n and start == starts[i + 1] - 1:
-                pos = start + 1  # the match starts at a newline: no unit up to it matches
-            elif i + 1 == n or end < starts[i + 1]:
-                scores[i] += 1
-                pos = starts[i + 1] if i + 1 < n else len(joined) + 1
-            else:
-                j = bisect_right(starts, end - 1) - 1
-                recheck.update(range(i, j + 1))
-                pos = starts[j + 1] if j + 1 < n else len(joined) + 1
-            m = search(joined, pos) if pos <= len(joined) else None
-        for i in recheck:
-            if single.search(units[i]) is not None:
+        for i in cands:
+            if search(units[i]) is not None:
                 scores[i] += 1
     return scores
 

@@ -41,9 +41,17 @@ def _positive(x: float | None) -> bool:
 
 
 def pressure(
-    context_tokens: float | None, trigger_tokens: float | None, transcript_tokens: float | None
+    context_tokens: float | None,
+    trigger_tokens: float | None,
+    transcript_tokens: float | None,
+    headroom: float = 0.0,
 ) -> Pressure:
-    """Targets from the context size, the trigger and the transcript's estimated tokens."""
+    """Targets from the context size, the trigger and the transcript's estimated tokens.
+
+    The rails aim `headroom` tokens under the soft line (5/6 of the trigger), so that a
+    compaction frees room for a re-arm gap before the next one is due; the hard line stays the
+    trigger itself.
+    """
     if not (
         _positive(context_tokens) and _positive(trigger_tokens) and _positive(transcript_tokens)
     ):
@@ -57,7 +65,9 @@ def pressure(
 
     hard = _clamp(need(trigger_tokens), 0.0, TARGET_MAX)
     return Pressure(
-        target=_clamp(need(trigger_tokens * SOFT_SHARE), TARGET_MIN, TARGET_MAX),
+        target=_clamp(
+            need(max(trigger_tokens * SOFT_SHARE - max(headroom, 0.0), 0.0)), TARGET_MIN, TARGET_MAX
+        ),
         hard=hard,
         gate=hard,
     )
