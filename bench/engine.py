@@ -4,8 +4,9 @@ Usage: `.venv/bin/python bench/engine.py [--runs 7] [--sizes 10000,50000,...] [-
 
 For each size, a synthetic but realistic transcript (file reads, test logs, curl outputs, grep
 hits; seeded, so every run builds the same one) is reduced by `apply` with every unpinned call
-`drop_result` and `Reduction(0.3, 0.3)` (the newest 6 messages stay pinned). Beside it, the floor: `orjson.loads` + `orjson.dumps` of
-the same transcript as an OpenAI chat body. Prints a markdown table of medians.
+`drop_result` and `Reduction(0.3, 0.3)` (the newest 6 messages stay pinned). Beside it, the
+floor: `orjson.loads` + `orjson.dumps` of the same transcript as an OpenAI chat body.
+Prints a markdown table of medians.
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ def _test_log(rng: random.Random) -> str:
     n = rng.randint(10, 600)
     failed = 0
     lines = [
-        f"============ test session starts ============ platform linux, pid {rng.randint(1000, 99999)}"
+        "============ test session starts ============ "
+        f"platform linux, pid {rng.randint(1000, 99999)}"
     ]
     for i in range(n):
         name = rng.choice(WORDS)
@@ -92,7 +94,8 @@ def _build_log(rng: random.Random) -> str:
             )
         else:
             lines.append(
-                f"warning: unused variable `{rng.choice(WORDS)}` at {_path(rng)}:{rng.randint(1, 400)}"
+                f"warning: unused variable `{rng.choice(WORDS)}` "
+                f"at {_path(rng)}:{rng.randint(1, 400)}"
             )
     lines.append(f"Finished dev [unoptimized] target(s) in {rng.uniform(1, 60):.2f}s")
     return "\n".join(lines)
@@ -125,10 +128,12 @@ def _grep(rng: random.Random) -> str:
 def _edit(rng: random.Random) -> str:
     path = _path(rng)
     snippet = "\n".join(
-        f"{rng.randint(1, 400):6d}\t    {rng.choice(WORDS)} = {rng.choice(WORDS)}({rng.randint(0, 9)})"
+        f"{rng.randint(1, 400):6d}\t    {rng.choice(WORDS)} = "
+        f"{rng.choice(WORDS)}({rng.randint(0, 9)})"
         for _ in range(rng.randint(0, 12))
     )
-    return f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:\n{snippet}"
+    head = f"The file {path} has been updated. Here's the result of running `cat -n` on a snippet:"
+    return f"{head}\n{snippet}"
 
 
 def _small(rng: random.Random) -> str:

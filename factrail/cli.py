@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -40,8 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--trigger-tokens",
         type=int,
-        default=0,
-        help="aim under 5/6 of this trigger (default: the no-figures target, 30%% reduction)",
+        default=180_000,
+        help="compact once past 5/6 of this many tokens, as the gateway would (default 180000)",
     )
     compact.add_argument("--save-outputs", action="store_true", help="save full outputs")
     compact.add_argument("--session", default=None, help="session name for saved outputs")
@@ -162,7 +163,8 @@ async def _compact(args: argparse.Namespace) -> int:
     path: Path = args.file
     if not path.is_file():
         raise CliError(f"{path}: no such file")
-    doc = parse_any(path.read_bytes(), filename=path.name)
+    raw = path.read_bytes()
+    doc = parse_any(raw, filename=path.name)
     session = args.session or "cli-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     outputs = None
     if args.save_outputs:
@@ -170,7 +172,7 @@ async def _compact(args: argparse.Namespace) -> int:
         if outputs is None:
             raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     config = CompactorConfig(
-        trigger_tokens=max(0, args.trigger_tokens),
+        trigger_tokens=max(1, args.trigger_tokens),
         trigger_percent=0.0,
         judge_deadline_ms=args.deadline_ms,
         egress=args.egress,
@@ -185,23 +187,30 @@ async def _compact(args: argparse.Namespace) -> int:
             judge=make_cli_judge(args, client),
         )
         started = time.perf_counter()
-        result = await compactor.compact(session, doc, force=args.trigger_tokens <= 0)
+        result = await compactor.compact(session, doc)
         elapsed = time.perf_counter() - started
-    emitted = result.document if result.document is not None else doc.emit(doc.messages)
-    text = dump_document(doc, emitted)
+    # Unchanged transcripts are written back byte for byte.
+    out = raw if result.document is None else dump_document(doc, result.document).encode()
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        args.out.write_bytes(out)
     calls = sum(len(m.tool_uses) for m in doc.messages)
     remaining = result.tokens_after / result.tokens_before if result.tokens_before else 1.0
-    print(
-        f"factrail: {result.outcome}: tokens {result.tokens_before:,} → {result.tokens_after:,}"
-        f" ({remaining:.1%} remaining), tier {result.tier}, {result.reduced} of {calls} calls"
-        f" reduced, {result.saved} outputs saved, judge {result.judge} ({result.reason}),"
-        f" {elapsed * 1000:.0f} ms",
-        file=sys.stderr if not args.out else sys.stdout,
-    )
+    if result.outcome == "compacted":
+        stats = (
+            f"compacted: tokens {result.tokens_before:,} → {result.tokens_after:,}"
+            f" ({remaining:.1%} remaining), tier {result.tier}, {result.reduced} of {calls}"
+            f" calls reduced, {result.saved} outputs saved, judge {result.judge}"
+            f" ({result.reason}), {elapsed * 1000:.0f} ms"
+        )
+    else:
+        soft = math.ceil(result.trigger_tokens * 5 / 6)
+        stats = (
+            f"unchanged: tokens {result.tokens_before:,} are below the soft line {soft:,}"
+            f" (5/6 of the trigger {result.trigger_tokens:,}), {calls} calls"
+        )
+    print(f"factrail: {stats}", file=sys.stdout if args.out else sys.stderr)
     if not args.out:
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(out)
     return 0
 
 

@@ -199,13 +199,8 @@ class SessionCompactor:
         *,
         model: str = "",
         extra_tokens: int = 0,
-        force: bool = False,
     ) -> TurnResult:
-        """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
-
-        `force` compacts regardless of the lines (the `factrail compact` command); with no
-        trigger the rails then aim for the no-figures target.
-        """
+        """Re-apply the stored plan; compact when the soft line is crossed; save; persist."""
         cfg = self.config
         state = self.state.load(session) or SessionState(plan={})
         work, reapplied = reapply_plan(doc.messages, state.plan)
@@ -222,12 +217,11 @@ class SessionCompactor:
             compactions=state.compactions,
             estimated_sent=transcript + extra_tokens,
         )
-        if not force:
-            if trigger <= 0:
-                return self._finish_without_compaction(result, doc, work, reapplied)
-            lines = lines_for(trigger, state.baseline_tokens, cfg.rearm_tokens)
-            if tokens < lines.need:
-                return self._finish_without_compaction(result, doc, work, reapplied)
+        if trigger <= 0:
+            return self._finish_without_compaction(result, doc, work, reapplied)
+        lines = lines_for(trigger, state.baseline_tokens, cfg.rearm_tokens)
+        if tokens < lines.need:
+            return self._finish_without_compaction(result, doc, work, reapplied)
         return await self._compact(
             session, doc, work, reapplied, state, result, ratio, transcript, extra_tokens
         )
@@ -262,7 +256,7 @@ class SessionCompactor:
         result.fenced = record is not None and not self.judge.local and self.judge.kind != "rules"
 
         decisions = await self._decide(session, work, reapplied, state, taint, result)
-        trigger_est = result.trigger_tokens / ratio if result.trigger_tokens > 0 else None
+        trigger_est = result.trigger_tokens / ratio
         gap = rearm_gap(result.trigger_tokens, cfg.rearm_tokens) / ratio
         reduction = pressure(transcript + extra_tokens, trigger_est, transcript, gap).reduction()
         applied = apply(

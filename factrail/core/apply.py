@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.classify import read_is_observation, rerunnable_ids
-from factrail.core.facts import fact_lines, fact_score, fact_tokens, toks
+from factrail.core.facts import FactScores, fact_lines, fact_tokens, toks
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
 from factrail.core.rails import (
@@ -132,7 +132,7 @@ class _Engine:
         self.head_chars = head_chars
         self.selection = selection
         self.contexts: dict[str, ValueContext] = {}
-        self.score = functools.cache(fact_score)
+        self.score = FactScores()
         self.tokens: Callable[[str], frozenset[str]] = functools.cache(lambda s: frozenset(toks(s)))
 
     def kind(self, slot: _Slot, tier: int) -> int:

@@ -110,27 +110,30 @@ def fact_score(unit: str) -> int:
     return sum(1 for p in patterns if p.search(unit) is not None)
 
 
-_NEEDLES: tuple[tuple[bool, tuple[bytes, ...]], ...] = (
-    (False, (b"error", b"fail", b"exception", b"traceback", b"denied", b"refused", b"invalid",
-             b"not found", b"time", b"fatal", b"panic", b"warning")),
-    (False, (b"FAIL", b"ERR")),
-    (True, (b"http", b"status")),
-    (False, (b"/", b":\\")),
-    (True, (b"0.0",)),
-    (True, (b"hhhhhhh",)),
-    (True, (b"0.0", b"localhost:")),
-    (True, (b"pid", b"port", b"exit", b"rc", b"code", b"size", b"bytes", b"pass", b"fail",
-            b"test", b"total", b"count")),
-    (True, (b"ms", b"kb", b"mb", b"gb", b"bytes", b"tokens", b"line", b"file", b"%")),
-    (True, (b"0000",)),
-    (False, (b".j", b".t", b".c", b".m", b".p", b".y", b".lo", b".r", b".g", b".s")),
-    (False, (b"message_id", b"ticket", b"confirm", b"sent", b"delivered", b"created", b"updated",
-             b"deleted", b"order", b"transaction", b"commit")),
+_PATH_LEADS = (b"\n", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f",
+               b'"', b"'", b"(", b"=")  # fmt: skip
+"""What may stand before a path's first `/`: a unit start (its newline), `\\s`, a quote."""
+_NEEDLES: tuple[tuple[bytes, ...], ...] = (
+    (b"error", b"fail", b"exception", b"traceback", b"denied", b"refused", b"invalid",
+             b"not found", b"time", b"fatal", b"panic", b"warning"),
+    (b"FAIL", b"ERR"),
+    (b"http", b"status"),
+    (b":/", b":\\", *(c + b"/" for c in _PATH_LEADS)),
+    (b"0.0",),
+    (b"hhhhhhh",),
+    (b"0.0", b"localhost:"),
+    (b"pid", b"port", b"exit", b"rc", b"code", b"size", b"bytes", b"pass", b"fail",
+            b"test", b"total", b"count"),
+    (b"ms", b"kb", b"mb", b"gb", b"bytes", b"tokens", b"line", b"file", b"%"),
+    (b"0000",),
+    (b".j", b".t", b".c", b".m", b".p", b".y", b".lo", b".r", b".g", b".s"),
+    (b"message_id", b"ticket", b"confirm", b"sent", b"delivered", b"created", b"updated",
+             b"deleted", b"order", b"transaction", b"commit"),
 )  # fmt: skip
-"""Per pattern: whether it needs a digit, and literals one of which every match contains.
+"""Per pattern: literals one of which every match contains (or ends on, for a path).
 
-Looked up in folded views of the units: lower case with every digit as `0` (`FAIL`/`ERR` in the
-text as it is, hex ids with every hex digit as `h`).
+Looked up in folded views of the units, each after a newline: lower case with every digit as
+`0` (`FAIL`/`ERR` in the text as it is, hex ids with every hex digit as `h`).
 """
 _FOLD = bytes.maketrans(
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", b"abcdefghijklmnopqrstuvwxyz0000000000"
@@ -142,55 +145,54 @@ _CASE_TWINS = frozenset("\u0130\u0131\u017f\u212a")
 
 
 def _folds_exactly(text: str) -> bool:
-    """Whether ASCII folding shows every match: no non-ASCII digit or case twin of a letter."""
+    """Whether ASCII folding shows every match: no non-ASCII digit, space or case twin."""
     if text.isascii():
         return True
     return not any(
-        c in _CASE_TWINS or c.isdecimal() for c in {m.group() for m in _NON_ASCII.finditer(text)}
+        c in _CASE_TWINS or c.isdecimal() or c.isspace()
+        for c in {m.group() for m in _NON_ASCII.finditer(text)}
     )
 
 
 def _units_with(view: bytes, needles: tuple[bytes, ...], starts: list[int]) -> set[int]:
-    """The units (by start offset in `view`) that contain one of `needles`."""
+    """The units (by start offset in `view`) where one of `needles` ends."""
     out: set[int] = set()
     last = len(starts) - 1
     find = view.find
     for needle in needles:
+        back = len(needle) - 1
         pos = find(needle)
         while pos >= 0:
-            i = bisect_right(starts, pos) - 1
+            i = bisect_right(starts, pos + back) - 1
             out.add(i)
-            pos = find(needle, starts[i + 1]) if i < last else -1
+            pos = find(needle, starts[i + 1] - back) if i < last else -1
     return out
 
 
 def unit_scores(units: Sequence[str]) -> list[int]:
     """`fact_score` of every unit: each pattern runs only on the units holding one of its needles.
 
-    The needles are found in folded copies of all units joined by `\\n` (no needle has a
-    newline, so each hit lies in one unit); text whose folding could hide a match (a non-ASCII
-    digit or case twin) is scored one unit at a time.
+    The needles are found in folded copies of all units, each after a newline (only a needle's
+    first char may be that newline, so each hit lies in one unit); text whose folding could hide
+    a match (a non-ASCII digit, space or case twin) is scored one unit at a time.
     """
-    joined = "\n".join(units)
+    joined = "".join(f"\n{u}" for u in units)
     if not _folds_exactly(joined):
         return [fact_score(u) for u in units]
     starts: list[int] = []
-    at = 0
+    at = 1
     for u in units:
         starts.append(at)
         at += len(u) + 1
     raw = joined.encode("ascii", "replace")
     folded = raw.translate(_FOLD)
     hexed = raw.translate(_HEX_FOLD)
-    digits = _units_with(folded, (b"0",), starts)
     scores = [0] * len(units)
-    for k, (pattern, (needs_digit, needles)) in enumerate(zip(PATTERNS, _NEEDLES, strict=True)):
+    for k, (pattern, needles) in enumerate(zip(PATTERNS, _NEEDLES, strict=True)):
         view = raw if k == 1 else hexed if k == 5 else folded
         cands = _units_with(view, needles, starts)
         if k == 1 and ("✖" in joined or "✗" in joined):
             cands.update(i for i, u in enumerate(units) if "✖" in u or "✗" in u)
-        if needs_digit:
-            cands &= digits
         search = pattern.search
         for i in cands:
             if search(units[i]) is not None:
@@ -237,9 +239,8 @@ def scores_of(units: Sequence[str], score: Score = fact_score) -> list[int]:
 def scored_units(text: str, score: Score = fact_score) -> list[tuple[int, int, str]]:
     """`(score, index, unit)` for every unit of `text` with a positive score, in text order."""
     all_units = units(text)
-    return [
-        (s, i, u) for i, (s, u) in enumerate(zip(scores_of(all_units, score), all_units)) if s > 0
-    ]
+    scores = scores_of(all_units, score)
+    return [(s, i, u) for i, (s, u) in enumerate(zip(scores, all_units, strict=True)) if s > 0]
 
 
 def pick_fact_lines(scored: list[tuple[int, int, str]], budget: int) -> list[tuple[int, str]]:
@@ -266,7 +267,7 @@ def fact_lines(text: str, budget: int, score: Score = fact_score) -> list[str]:
 def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
     """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it."""
     all_units = units(text)
-    fact_units = {u for s, u in zip(scores_of(all_units, score), all_units) if s > 0}
+    fact_units = {u for s, u in zip(scores_of(all_units, score), all_units, strict=True) if s > 0}
     return sum(len(u) + 1 for u in fact_units) >= len(text) * share
 
 

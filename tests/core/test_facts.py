@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from factrail.core.facts import (
     FACT_TOKEN,
+    FactScores,
     fact_lines,
     fact_score,
     fact_tokens,
     facts_reach,
+    scored_units,
     toks,
+    unit_scores,
     units,
 )
 from factrail.core.marks import full_output_phrase
@@ -84,3 +91,55 @@ def test_facts_reach_matches_the_full_count() -> None:
     full = sum(len(u) + 1 for u in set(fact_lines(text, 10**9)))
     for share in (0.05, 0.2, 0.3, 0.5, 0.9):
         assert facts_reach(text, share) == (full >= len(text) * share)
+
+
+_UNIT_CHARS = st.sampled_from(
+    [
+        *"abcdefxyzAFT0123456789 /\\:.=_-%#\"'(\t\r\x1c",
+        *("/srv/a/b", "C:\\x", "error", "FAIL", "ERR", "HTTP", "status ", "pid ", "rc", "ms"),
+        *(".py", "order #", "\u212a", "localhost:", "1.2.3", "10.0.0.1", "9f3c2ab1", "not found"),
+        *("timed out", "✗", "İ", "٣", "\u00a0", "\n", "\\n", "test", "line"),
+    ]
+)
+_UNITS = st.lists(st.lists(_UNIT_CHARS, max_size=12).map("".join), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_UNITS)
+def test_unit_scores_equal_scoring_each_unit(us: list[str]) -> None:
+    # The needle prefilter only skips units a pattern cannot match: same scores as the definition.
+    assert unit_scores(us) == [fact_score(u) for u in us]
+    ascii_only = [u.encode("ascii", "ignore").decode() for u in us]
+    assert unit_scores(ascii_only) == [fact_score(u) for u in ascii_only]
+
+
+@settings(max_examples=100, deadline=None)
+@given(_UNITS)
+def test_batched_selection_equals_the_per_unit_definition(us: list[str]) -> None:
+    text = "\n".join(us)
+    memo = FactScores()
+    direct = [(s, i, u) for i, u in enumerate(units(text)) if (s := fact_score(u)) > 0]
+    assert scored_units(text) == direct
+    assert scored_units(text, memo) == direct
+    assert scored_units(text, lambda u: fact_score(u)) == direct
+    facts = {u for _, _, u in direct}
+    for share in (0.1, 0.5, 0.9):
+        want = sum(len(u) + 1 for u in facts) >= len(text) * share
+        assert facts_reach(text, share) is want
+        assert facts_reach(text, share, memo) is want
+
+
+def test_unit_scores_on_real_transcripts() -> None:
+    from pathlib import Path
+
+    from factrail.core.formats.detect import parse_any
+
+    folder = Path("/work/shared/corpus/dev")
+    if not folder.is_dir():
+        pytest.skip("no dev corpus")
+    for path in sorted(folder.glob("*.json"))[:12]:
+        doc = parse_any(path.read_text(encoding="utf-8"), filename=path.name)
+        for m in doc.messages:
+            for r in m.tool_results:
+                us = units(r.text)
+                assert unit_scores(us) == [fact_score(u) for u in us], path.name

@@ -1,0 +1,161 @@
+"""The `factrail` command: compact, outputs, eval (JSON, gate, report) and dataset."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from factrail.cli import main
+from factrail.core.formats.detect import parse_any
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deploy-session.json"
+
+
+def prose(doc_messages: list[Any]) -> list[tuple[str, str]]:
+    return [(m.role, m.text) for m in doc_messages]
+
+
+def test_compact_writes_the_same_format_keeps_prose_and_is_idempotent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out.json"
+    assert main(["compact", str(EXAMPLE), "--out", str(out), "--trigger-tokens", "20000"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("factrail: compacted: tokens ")
+    assert "remaining), tier " in line and "calls reduced" in line
+    before = parse_any(EXAMPLE.read_bytes(), filename=EXAMPLE.name)
+    after = parse_any(out.read_bytes(), filename=out.name)
+    assert json.loads(out.read_text())["model"] == "gpt-4o"
+    assert prose(after.messages) == prose(before.messages)
+    assert len(out.read_bytes()) < len(EXAMPLE.read_bytes())
+    again = tmp_path / "again.json"
+    assert main(["compact", str(out), "--out", str(again), "--trigger-tokens", "20000"]) == 0
+    assert "unchanged" in capsys.readouterr().out
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_compact_below_the_trigger_writes_the_input_back_byte_for_byte(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    assert main(["compact", str(EXAMPLE), "--out", str(out)]) == 0
+    assert out.read_bytes() == EXAMPLE.read_bytes()
+
+
+def test_compact_saves_outputs_privately_and_names_them(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    args = ["compact", str(EXAMPLE), "--out", str(out), "--trigger-tokens", "20000"]
+    assert main([*args, "--save-outputs", "--session", "demo"]) == 0
+    text = out.read_text()
+    saved = sorted(Path(p) for p in set(_saved_paths(text)))
+    assert saved
+    for p in saved:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+        assert stat.S_IMODE(p.parent.stat().st_mode) == 0o700
+        assert p.parent.name == "demo"
+
+
+def _saved_paths(text: str) -> list[str]:
+    import re
+
+    return re.findall(r"full output saved at (\S+\.txt)", text)
+
+
+def test_outputs_get_and_expire(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.json"
+    args = ["compact", str(EXAMPLE), "--out", str(out), "--trigger-tokens", "20000"]
+    assert main([*args, "--save-outputs", "--session", "demo"]) == 0
+    capsys.readouterr()
+    first = Path(_saved_paths(out.read_text())[0])
+    assert main(["outputs", "get", f"demo/{first.stem}"]) == 0
+    assert capsys.readouterr().out == first.read_text()
+    assert main(["outputs", "get", "../../etc/passwd"]) == 1
+    assert "no saved output" in capsys.readouterr().err
+    assert main(["outputs", "expire", "--days", "30"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"removed": 0}
+
+
+def test_compact_claude_jsonl_round_trips(tmp_path: Path) -> None:
+    lines = []
+    for i in range(12):
+        tid = f"toolu_{i:02d}"
+        lines.append(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": f"msg_{i}",
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "Bash",
+                            "input": {"command": f"curl -sv http://svc{i}/health"},
+                        },
+                    ],
+                },
+            }
+        )
+        body = "\n".join(f"log line {j} request req-{i:03d}{j:04d} ok" for j in range(300))
+        lines.append(
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": tid, "content": body}],
+                },
+            }
+        )
+    src = tmp_path / "s.jsonl"
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    out = tmp_path / "o.jsonl"
+    assert main(["compact", str(src), "--out", str(out), "--trigger-tokens", "20000"]) == 0
+    got = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    assert len(got) == len(lines)
+    assert len(out.read_text()) < len(src.read_text())
+    assert [g["message"]["content"][0]["type"] for g in got] == [
+        x["message"]["content"][0]["type"] for x in lines
+    ]
+
+
+def test_compact_reports_a_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compact", "/nonexistent/x.json"]) == 1
+    assert capsys.readouterr().err.startswith("factrail: /nonexistent/x.json")
+
+
+def test_eval_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--synthetic", "2", "--seed", "0", "--json", "-"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for key in ("transcripts", "cuts", "facts", "kept", "rate", "kept_erase", "rate_erase",
+                "reduction", "reduction_erase", "tokens_remaining"):  # fmt: skip
+        assert key in result["totals"], key
+    assert set(result["strategies"]) >= {"rails", "erase", "clear-oldest", "mask", "none"}
+    for s in result["strategies"].values():
+        assert {"facts", "kept", "rate", "reduction", "tokens_remaining"} <= set(s["totals"])
+    assert result["sim"] is None
+    assert result["totals"]["tokens_remaining"] == pytest.approx(1 - result["totals"]["reduction"])
+
+
+def test_eval_gate_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    low = tmp_path / "low.json"
+    low.write_text(json.dumps({"rate": 0.5, "reduction": 0.5, "tolerance": 0.005}))
+    assert main(["eval", "--synthetic", "2", "--gate", str(low)]) == 0
+    assert "GATE PASS" in capsys.readouterr().out
+    high = tmp_path / "high.json"
+    high.write_text(json.dumps({"rate": 1.0, "reduction": 0.99, "tolerance": 0.005}))
+    assert main(["eval", "--synthetic", "2", "--gate", str(high)]) == 1
+    assert "GATE FAIL" in capsys.readouterr().out
+
+
+def test_eval_report_and_dataset(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    assert main(["eval", "--synthetic", "2", "--report", str(report)]) == 0
+    assert (report / "report.md").read_text().count("rails") >= 1
+    out = tmp_path / "ds"
+    assert main(["dataset", "--synthetic", "2", "--out", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert sum(manifest["counts"].values()) > 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert main(["dataset", "--synthetic", "2", "--out", str(out)]) == 1
