@@ -22,10 +22,20 @@ _MUTABLE_SOURCE = re.compile(
 READ_TOOLS = frozenset(
     {
         "Read", "Grep", "Glob", "LS", "NotebookRead", "ToolSearch", "read_file", "search_files",
-        "list_files", "list_directory", "grep", "glob",
+        "list_files", "list_directory", "grep", "glob", "read", "view", "view_file", "list_dir",
+        "read_many_files", "grep_search", "file_search", "find_file", "search_dir",
+        "search_file",
     }
 )  # fmt: skip
-SHELL_TOOLS = frozenset({"Bash", "PowerShell", "terminal", "shell", "bash", "exec_command"})
+"""Read tools of Claude Code, Codex, Gemini CLI, Cline/Roo and SWE-agent."""
+SHELL_TOOLS = frozenset(
+    {
+        "Bash", "PowerShell", "terminal", "shell", "bash", "exec_command", "shell_command",
+        "run_shell_command", "local_shell", "execute_command", "run_command",
+    }
+)  # fmt: skip
+EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
+"""Editors whose `view` command is a read and whose other commands edit."""
 _REDIRECT_NOISE = re.compile(r"2>&1|2>/dev/null|2>\$null|>\s*/dev/null|>\s*\$null")
 _PIPE_TO_SHELL = re.compile(r"\btee\b|\|\s*(?:sh|bash|pwsh|iex)\b")
 _SEGMENT_SPLIT = re.compile(r"\r?\n|;|&&|\|\||\|")
@@ -47,7 +57,8 @@ READ_VERBS = frozenset(
         "cut", "tr", "sort", "uniq", "sed", "awk", "jq", "basename", "dirname", "realpath", "es",
         "es.exe", "get-content", "get-childitem", "select-string", "select-object",
         "measure-object", "get-filehash", "test-path", "resolve-path", "format-table",
-        "out-string",
+        "out-string", "nl", "less", "more", "open", "find_file", "search_dir", "search_file",
+        "git-grep", "ag", "ack",
     }
 )  # fmt: skip
 _READ_FAILED = re.compile(
@@ -57,14 +68,23 @@ _READ_FAILED = re.compile(
 )
 
 
+_SHELL_WRAPPER = re.compile(r"^\s*(?:\S*/)?(?:ba|z|da)?sh\s+-l?c\s+(['\"])(.*)\1\s*$", re.DOTALL)
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+
+
 def _command(input: Mapping[str, Any]) -> str:
+    """The shell command of a call, unwrapped from `bash -lc '…'` (as Codex sends it)."""
     raw = input.get("command")
     if raw is None:
         raw = input.get("cmd")
-    if isinstance(raw, str):
-        return raw
     if isinstance(raw, list):
-        return " ".join(x for x in raw if isinstance(x, str))
+        parts = [x for x in raw if isinstance(x, str)]
+        if len(parts) == 3 and parts[0].rsplit("/", 1)[-1] in _SHELLS and parts[1] in ("-c", "-lc"):
+            return parts[2]
+        return " ".join(parts)
+    if isinstance(raw, str):
+        wrapped = _SHELL_WRAPPER.match(raw)
+        return wrapped.group(2) if wrapped else raw
     return ""
 
 
@@ -101,6 +121,8 @@ def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
         return False
     if tool in READ_TOOLS:
         return True
+    if tool in EDITOR_TOOLS:
+        return input.get("command") == "view"
     if tool not in SHELL_TOOLS:
         return False
     command = _command(input)
@@ -146,7 +168,7 @@ def edited_paths(tool: str, input: Mapping[str, Any]) -> list[str]:
     """Files this call changes: editor tools by their path argument, patches, shell writes."""
     out: list[str] = []
     if tool in EDIT_TOOLS:
-        if tool == "str_replace_editor" and input.get("command") in ("view", None):
+        if tool in EDITOR_TOOLS and input.get("command") in ("view", None):
             return []
         for key in _PATH_KEYS:
             value = input.get(key)

@@ -72,6 +72,7 @@ def ids_line(text: str) -> str:
 
 
 def read_extras(text: str) -> list[str]:
-    """The lines a re-run note carries after its mark: the files line or else the ids line."""
+    """The line a re-run note carries after its mark: the files a search named, else the ids a
+    read held."""
     line = files_line(text) or ids_line(text)
     return [line] if line else []

@@ -72,3 +72,16 @@ def test_a_read_edited_later_is_no_longer_rerunnable() -> None:
         *_call("r3", "Read", {"file_path": "/repo/src/a.py"}, "z = 1\n" * 100),
     ]
     assert rerunnable_ids(messages) == {"r2", "r3"}
+
+
+def test_reads_of_every_agent_family_are_recognised() -> None:
+    from factrail.core.classify import reproducible
+
+    assert reproducible("exec_command", {"cmd": ["bash", "-lc", "sed -n 1,200p src/app.ts"]})
+    assert reproducible("shell_command", {"command": "bash -lc \"cat src/a.ts | head -50\""})
+    assert reproducible("run_shell_command", {"command": "rg -n TODO src"})
+    assert reproducible("str_replace_editor", {"command": "view", "path": "/testbed/a.py"})
+    assert not reproducible("str_replace_editor", {"command": "str_replace", "path": "/a.py"})
+    assert reproducible("bash", {"command": "find_file \"ReflectUtils.java\""})
+    assert not reproducible("shell_command", {"command": "bash -lc \"npm test\""})
+    assert not reproducible("exec_command", {"cmd": ["bash", "-lc", "cat a > b"]})

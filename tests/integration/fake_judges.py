@@ -108,16 +108,12 @@ TEV = Recorder()
 
 
 def _letter_choice(p_a: float) -> dict[str, Any]:
-    letter = "A" if p_a >= 0.5 else "B"
-    tops = [
-        {"token": "A", "logprob": math.log(p_a)},
-        {"token": "B", "logprob": math.log(1 - p_a)},
-    ]
+    a, b = {"token": "A", "logprob": math.log(p_a)}, {"token": "B", "logprob": math.log(1 - p_a)}
+    first = a if p_a >= 0.5 else b
     return {
         "index": 0,
-        "message": {"role": "assistant", "content": letter},
-        "logprobs": {"content": [{"token": letter, "logprob": tops[0]["logprob"],
-                                  "top_logprobs": tops}]},  # fmt: skip
+        "message": {"role": "assistant", "content": first["token"]},
+        "logprobs": {"content": [{**first, "top_logprobs": [a, b]}]},
         "finish_reason": "stop",
     }
 

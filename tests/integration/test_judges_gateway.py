@@ -8,13 +8,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from factrail.core.tev import SYSTEM
 from tests.integration.processes import Process, free_port, start, start_factrail, stop
@@ -102,9 +102,7 @@ def judges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judges]:
             **common,
         )
         procs.append(proc)
-        yield Judges(
-            upstream, FakeJudge(s1_base), FakeJudge(tev_base), via_s1, via_tev, key
-        )
+        yield Judges(upstream, FakeJudge(s1_base), FakeJudge(tev_base), via_s1, via_tev, key)
     finally:
         for proc in reversed(procs):
             stop(proc)
@@ -126,11 +124,13 @@ def sentinels() -> Sentinels:
     )
 
 
-def transcript(s: Sentinels, calls: int = 10, fenced: bool = False) -> list[dict[str, Any]]:
+def transcript(
+    s: Sentinels, calls: int = 10, fenced: bool = False, note: str = ""
+) -> list[dict[str, Any]]:
     """An agent transcript past a 3000-token trigger, with sentinels everywhere."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": f"Deploy with the key {s.credential} and fix the build."},
+        {"role": "user", "content": f"Deploy with the key {s.credential} and fix the build.{note}"},
     ]
     for i in range(calls):
         name = FENCED_TOOL if fenced and i == 1 else "bash"
@@ -164,6 +164,17 @@ def ask(base: str, messages: list[dict[str, Any]]) -> tuple[str, float]:
     return raw.headers["x-factrail"], elapsed
 
 
+def metric(base: str, name: str, **labels: str) -> float:
+    """The value of one sample of the gateway's `/metrics` (0 when absent)."""
+    text = httpx.get(base[:-3] + "/metrics").text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )
+
+
 def assert_compacted(sent: list[dict[str, Any]], original: list[dict[str, Any]]) -> None:
     assert len(sent) == len(original)
     prose = [(m["role"], m.get("content")) for m in original if m["role"] != "tool"]
@@ -176,7 +187,7 @@ def assert_compacted(sent: list[dict[str, Any]], original: list[dict[str, Any]])
 def test_system_one_sees_no_result_content_and_a_redacted_credential(judges: Judges) -> None:
     judges.systemone.reset()
     s = sentinels()
-    messages = transcript(s)
+    messages = transcript(s, note=f" The judge's own key is {judges.key}.")
     outcome, _ = ask(judges.via_systemone, messages)
     assert outcome == "compacted"
     records = judges.systemone.records()
@@ -188,7 +199,7 @@ def test_system_one_sees_no_result_content_and_a_redacted_credential(judges: Jud
         assert set(orjson.loads(body)) == {"model", "state", "questions"}
         assert s.result not in body
         assert s.credential not in body and judges.key not in body
-        assert "[REDACTED:" in body
+        assert body.count("[REDACTED:") >= 2
         assert s.argument in body  # full egress sends the arguments
     assert_compacted(judges.upstream_messages(), messages)
 
@@ -213,10 +224,12 @@ def test_tev_under_metadata_egress_sees_no_arguments(judges: Judges) -> None:
 
 def test_a_fenced_session_never_reaches_the_remote_judge(judges: Judges) -> None:
     judges.systemone.reset()
+    fenced = metric(judges.via_systemone, "factrail_fenced_sessions_total")
     messages = transcript(sentinels(), fenced=True)
     outcome, _ = ask(judges.via_systemone, messages)
     assert outcome == "compacted"
     assert judges.systemone.records() == []
+    assert metric(judges.via_systemone, "factrail_fenced_sessions_total") == fenced + 1
     assert_compacted(judges.upstream_messages(), messages)
 
 
@@ -227,18 +240,43 @@ def test_a_fenced_session_reaches_the_judge_declared_local(judges: Judges) -> No
     assert judges.tev.records()
 
 
-@pytest.mark.parametrize("mode", ["hang", "500", "malformed"])
+FAILURES = [
+    ("systemone", "hang", "deadline"),
+    ("systemone", "500", "status"),
+    ("systemone", "429", "status"),
+    ("systemone", "malformed", "malformed"),
+    ("systemone", "missing", "missing-answer"),
+    ("systemone", "out-of-range", "missing-answer"),
+    ("tev", "hang", "deadline"),
+    ("tev", "500", "status"),
+    ("tev", "missing", "malformed"),
+    ("tev", "out-of-range", "malformed"),
+]
+
+
+@pytest.mark.parametrize(("judge", "mode", "kind"), FAILURES)
 def test_a_failing_judge_still_lets_the_request_through_compacted(
-    judges: Judges, mode: str
+    judges: Judges, judge: str, mode: str, kind: str
 ) -> None:
-    judges.systemone.reset()
-    judges.systemone.mode(mode)
+    fake, via = (
+        (judges.systemone, judges.via_systemone)
+        if judge == "systemone"
+        else (judges.tev, judges.via_tev)
+    )
+    fake.reset()
+    fake.mode(mode)
+    failed = metric(via, "factrail_judge_requests_total", judge=judge, outcome=kind)
+    ruled = metric(via, "factrail_compactions_total", judge=judge, reason="ok-rules")
     try:
         messages = transcript(sentinels())
-        outcome, elapsed = ask(judges.via_systemone, messages)
+        outcome, elapsed = ask(via, messages)
         assert outcome == "compacted"
         assert elapsed < DEADLINE_MS / 1000 + MARGIN_S
-        assert judges.systemone.records()
+        assert fake.records()
+        assert metric(via, "factrail_judge_requests_total", judge=judge, outcome=kind) > failed
+        assert (
+            metric(via, "factrail_compactions_total", judge=judge, reason="ok-rules") == ruled + 1
+        )
         assert_compacted(judges.upstream_messages(), messages)
     finally:
-        judges.systemone.reset()
+        fake.reset()
