@@ -120,12 +120,9 @@ class Metrics:
         """Count what one compaction step did."""
         if result.reapplied:
             self.reapplied.inc(result.reapplied)
-        ok = result.judge_requests - len(result.judge_errors)
-        if ok > 0:
-            self.judge_requests.labels(result.judge, "ok").inc(ok)
-        for error in result.judge_errors:
-            kind = error if error in JUDGE_ERROR_KINDS else "error"
-            self.judge_requests.labels(result.judge, kind).inc()
+        for kind, count in result.judge_outcomes.items():
+            label = kind if kind == "ok" or kind in JUDGE_ERROR_KINDS else "error"
+            self.judge_requests.labels(result.judge, label).inc(count)
         for family, count in result.redactions.items():
             self.redactions.labels(family).inc(count)
         if result.outcome != "compacted":

@@ -84,6 +84,8 @@ class TurnResult:
     saved: int = 0
     judge_requests: int = 0
     judge_errors: list[str] = field(default_factory=list)
+    judge_outcomes: dict[str, int] = field(default_factory=dict)
+    """The judge's HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, …)."""
     redactions: dict[str, int] = field(default_factory=dict)
     fenced: bool = False
     """The fence kept a model judge away from this session for the first time."""
@@ -104,7 +106,7 @@ class Lines:
 
 def context_window(model: str, windows: Mapping[str, int]) -> int | None:
     """The context window of `model` by longest matching prefix (case-insensitive)."""
-    name = model.lower()
+    name = model.rsplit("/", 1)[-1].lower()
     best: tuple[int, int] | None = None
     for prefix, window in windows.items():
         p = prefix.lower()
@@ -347,6 +349,7 @@ class SessionCompactor:
             answers = round_.answers
             result.judge_requests = round_.requests
             result.judge_errors.extend(e.outcome for e in round_.errors)
+            result.judge_outcomes = dict(round_.outcomes)
         outcome = plan.decide(answers)
         result.judge = self.judge.kind
         judged_all = not result.judge_errors

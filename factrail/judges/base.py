@@ -83,6 +83,9 @@ class JudgeRound:
     answers: dict[str, float] = field(default_factory=dict)
     errors: list[JudgeError] = field(default_factory=list)
     requests: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    """HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, `malformed`,
+    `missing-answer`); they add up to `requests`."""
     redacted: int = 0
     usage: dict[str, Any] | None = None
     model: str | None = None

@@ -83,6 +83,18 @@ class DeadlineCaller:
         self.budget_ms = max(0, math.ceil((deadline - clock()) * 1000))
         self.sent = 0
         """HTTP calls sent so far, retries included."""
+        self.outcomes: dict[str, int] = {}
+        """Every HTTP call by outcome: `ok` (a 2xx), `status`, `transport` or `deadline`."""
+
+    def count(self, outcome: str) -> None:
+        """Record one HTTP call's outcome."""
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def reclassify(self, outcome: str) -> None:
+        """A 2xx whose body turned out unusable (`malformed`, `missing-answer`)."""
+        if self.outcomes.get("ok", 0) > 0:
+            self.outcomes["ok"] -= 1
+        self.count(outcome)
 
     def deadline_error(self) -> JudgeError:
         return JudgeError.deadline(self.budget_ms)
@@ -105,13 +117,17 @@ class DeadlineCaller:
                         follow_redirects=False,
                     )
             except (TimeoutError, httpx.TimeoutException):
+                self.count("deadline")
                 raise JudgeFailure(self.deadline_error()) from None
             except httpx.TransportError as exc:
+                self.count("transport")
                 last = JudgeError.transport(exc, self.known)
                 delay = backoff_delay(attempt, self.policy, self.rng)
             else:
                 if response.is_success:
+                    self.count("ok")
                     return response
+                self.count("status")
                 last = JudgeError.status(response.status_code, response.text, self.known)
                 if not is_transient(response.status_code):
                     raise JudgeFailure(last)

@@ -83,6 +83,7 @@ class SystemOneJudge:
             result.usage = add_usage(result.usage, reply.usage)
             result.model = result.model or reply.model
         result.requests = caller.sent
+        result.outcomes = dict(caller.outcomes)
         return result
 
     def body(self, request: JudgeRequest) -> tuple[bytes, int]:
@@ -106,8 +107,13 @@ class SystemOneJudge:
         try:
             async with gate:
                 response = await caller.post(self.endpoint, body, self._headers())
+        except JudgeFailure as failure:
+            reply.errors.append(failure.error)
+            return reply
+        try:
             data = _parse(response)
         except JudgeFailure as failure:
+            caller.reclassify(failure.error.outcome)
             reply.errors.append(failure.error)
             return reply
         answers = data["answers"]
@@ -118,6 +124,8 @@ class SystemOneJudge:
                 reply.errors.append(JudgeError.missing(name))
             else:
                 reply.answers[name] = p
+        if reply.errors:
+            caller.reclassify("missing-answer")
         reply.usage = data.get("usage")
         model = data.get("model")
         reply.model = model if isinstance(model, str) else None

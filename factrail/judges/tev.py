@@ -109,6 +109,7 @@ class TevJudge:
             result.usage = add_usage(result.usage, a.usage)
             result.model = result.model or a.model
         result.requests = caller.sent
+        result.outcomes = dict(caller.outcomes)
         return result
 
     def prepare(self, request: JudgeRequest) -> _Prepared:
@@ -159,6 +160,10 @@ class TevJudge:
         try:
             async with gate:
                 response = await caller.post(self.endpoint, body, self._headers())
+        except JudgeFailure as failure:
+            answer.error = dataclasses.replace(failure.error, question=name)
+            return answer
+        try:
             data = _parse(response)
             answer.usage = data.get("usage")
             model = data.get("model")
@@ -168,6 +173,8 @@ class TevJudge:
             answer.error = dataclasses.replace(failure.error, question=name)
         except MalformedAnswer as exc:
             answer.error = dataclasses.replace(JudgeError.malformed(str(exc)), question=name)
+        if answer.error is not None:
+            caller.reclassify(answer.error.outcome)
         return answer
 
 

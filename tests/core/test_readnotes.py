@@ -78,10 +78,10 @@ def test_reads_of_every_agent_family_are_recognised() -> None:
     from factrail.core.classify import reproducible
 
     assert reproducible("exec_command", {"cmd": ["bash", "-lc", "sed -n 1,200p src/app.ts"]})
-    assert reproducible("shell_command", {"command": "bash -lc \"cat src/a.ts | head -50\""})
+    assert reproducible("shell_command", {"command": 'bash -lc "cat src/a.ts | head -50"'})
     assert reproducible("run_shell_command", {"command": "rg -n TODO src"})
     assert reproducible("str_replace_editor", {"command": "view", "path": "/testbed/a.py"})
     assert not reproducible("str_replace_editor", {"command": "str_replace", "path": "/a.py"})
-    assert reproducible("bash", {"command": "find_file \"ReflectUtils.java\""})
-    assert not reproducible("shell_command", {"command": "bash -lc \"npm test\""})
+    assert reproducible("bash", {"command": 'find_file "ReflectUtils.java"'})
+    assert not reproducible("shell_command", {"command": 'bash -lc "npm test"'})
     assert not reproducible("exec_command", {"cmd": ["bash", "-lc", "cat a > b"]})
