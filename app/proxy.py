@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ from factrail.session import TurnResult
 log = logging.getLogger("factrail.proxy")
 
 CALIBRATION_HEADROOM = 1.5
+MODEL_PEEK_BYTES = 4096
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 SESSION_HEADER = "x-factrail-session"
 OUTCOME_HEADER = "x-factrail"
 
@@ -89,6 +92,23 @@ class Gateway:
         self.engine = engine
         self.fast_path_bytes = int(settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM)
 
+    def cannot_reach_trigger(self, body: bytes) -> bool:
+        """True when no estimate of `body` can reach the soft line of the model it names.
+
+        The model is peeked with a byte search (no parse); when several `"model"` strings occur,
+        the smallest trigger among them counts, and without one the smallest of any model does.
+        """
+        if len(body) < self.fast_path_bytes:
+            return True
+        models = {m.decode("utf-8", "replace") for m in _MODEL.findall(body[:MODEL_PEEK_BYTES])}
+        models.update(
+            m.decode("utf-8", "replace") for m in _MODEL.findall(body[-MODEL_PEEK_BYTES:])
+        )
+        if not models:
+            return False
+        trigger = min(self.settings.trigger_for(m) for m in models)
+        return len(body) * CALIBRATION_HEADROOM < trigger * 5 / 6
+
     async def handle(self, request: Request, route: Route) -> Response:
         """Proxy one request end to end; never raises."""
         start = time.perf_counter()
@@ -135,7 +155,7 @@ class Gateway:
 
     async def _prepare(self, route: Route, body: bytes, header: str | None) -> Prepared:
         """Compact `body` when it may cross the trigger; any internal error fails open."""
-        if route.field is None or self.engine is None or len(body) < self.fast_path_bytes:
+        if route.field is None or self.engine is None or self.cannot_reach_trigger(body):
             return Prepared(body)
         data = _load_object(body)
         items, model = data.get(route.field), data.get("model")

@@ -130,6 +130,14 @@ class Settings(BaseSettings):
         best = max((p for p in self.context_windows if name.startswith(p)), key=len, default=None)
         return None if best is None else self.context_windows[best]
 
+    def trigger_for(self, model: str) -> int:
+        """T = min(percent × the model's window, absolute tokens), as the compactor computes it."""
+        window = self.context_window(model)
+        candidates = [self.trigger_tokens] if self.trigger_tokens > 0 else []
+        if window and self.trigger_percent > 0:
+            candidates.append(int(window * self.trigger_percent / 100))
+        return min(candidates) if candidates else 0
+
     def smallest_trigger(self) -> int:
         """The smallest trigger any model can have: bounds the no-parse fast path."""
         by_percent = [

@@ -191,6 +191,24 @@ def test_small_bodies_take_the_fast_path(
     assert compactor.calls == []
 
 
+def test_the_named_models_trigger_bounds_the_fast_path(
+    router: respx.MockRouter, outputs: OutputStore
+) -> None:
+    """A 30 KB body cannot reach gpt-4o's soft line (5/6 of 76.8k tokens) but can reach gpt-4's."""
+    route = router.post(CHAT).mock(return_value=ok_json())
+    settings = Settings(upstream_url=UPSTREAM)
+    padding = [{"role": "user", "content": "x " * 15_000}]
+    for model, parsed in (("gpt-4o", False), ("gpt-4", True)):
+        compactor = ScriptedCompactor()
+        with make_client(settings, router, compactor, outputs) as c:
+            body = orjson.dumps({"messages": transcript() + padding, "model": model})
+            r = c.post("/v1/chat/completions", content=body)
+            assert r.status_code == 200
+        assert bool(compactor.calls) is parsed, model
+        if not parsed:
+            assert route.calls.last.request.content == body
+
+
 def test_streams_are_relayed_chunk_by_chunk_with_usage(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
