@@ -41,6 +41,8 @@ MODEL_PEEK_BYTES = 4096
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 SESSION_HEADER = "x-factrail-session"
 OUTCOME_HEADER = "x-factrail"
+COMPACTIONS_HEADER = "x-factrail-compactions"
+"""How many times this session has been compacted so far (on every parsed request)."""
 
 
 class RequestRejected(Exception):
@@ -206,6 +208,8 @@ class Gateway:
         self.metrics.upstream.observe(time.perf_counter() - sent)
         headers = response_headers(upstream.headers)
         headers[OUTCOME_HEADER] = prepared.outcome
+        if prepared.result is not None:
+            headers[COMPACTIONS_HEADER] = str(prepared.result.compactions)
         content_type = upstream.headers.get("content-type", "")
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"

@@ -154,6 +154,7 @@ def test_compaction_rewrites_only_the_transcript_and_reads_usage(
         headers={"x-factrail-session": "s1"},
     )
     assert r.headers["x-factrail"] == "compacted"
+    assert r.headers["x-factrail-compactions"] == "1"
     sent = orjson.loads(route.calls.last.request.content)
     assert sent["messages"][3]["content"] == "REDUCED"
     assert sent["messages"][:3] == transcript()[:3]
