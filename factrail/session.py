@@ -135,8 +135,13 @@ def lines_for(trigger: int, baseline: int | None, rearm: int) -> Lines:
     """Soft line 5/6·T; after a compaction the next waits for baseline + the re-arm gap."""
     soft = math.ceil(trigger * 5 / 6)
     gap = rearm_gap(trigger, rearm)
-    need = soft if baseline is None else max(soft, baseline + gap)
-    return Lines(trigger=trigger, soft=soft, need=min(need, trigger))
+    if baseline is None:
+        return Lines(trigger=trigger, soft=soft, need=soft)
+    if baseline >= trigger:
+        # The last compaction could not get under the hard line (what is left is pinned):
+        # compacting again every turn would only break the prompt cache, so wait for the gap.
+        return Lines(trigger=trigger, soft=soft, need=baseline + gap)
+    return Lines(trigger=trigger, soft=soft, need=min(max(soft, baseline + gap), trigger))
 
 
 def session_key(header: str | None, doc: Document, model: str) -> str:

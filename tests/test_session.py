@@ -242,3 +242,8 @@ async def test_briefed_inputs_are_reapplied_with_their_results(tmp_path: Path) -
     doc = openai_chat.parse(second.document)
     briefed = [u for m in doc.messages for u in m.tool_uses if "chars]" in input_json(u)]
     assert briefed
+
+
+def test_a_compaction_stuck_past_the_hard_line_waits_for_the_gap() -> None:
+    stuck = lines_for(120_000, 130_000, 0)
+    assert stuck.need == 145_000

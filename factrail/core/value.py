@@ -41,6 +41,7 @@ _EXTENSION = re.compile(r"\.[A-Za-z]{1,5}\Z")
 _HEX = re.compile(r"[0-9a-fA-F]{8,}\Z")
 _ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|timed out", re.I)
 _DIGITS = frozenset("0123456789")
+_DROP_DIGITS = str.maketrans("", "", "0123456789")
 _EPS = 1e-12
 
 Tokens = Callable[[str], AbstractSet[str]]
@@ -108,25 +109,28 @@ def occurrences(text: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+_W0, _W1, _W2, _W3, _W4, _W5, _W6, _W7, _W8, _W9, _W10, _W11, _W12 = _W
+
+
 def _value(t: str, seen: tuple[int, int], size: int, ctx: ValueContext) -> float:
     n = len(t)
-    digits = sum(1 for c in t if c in _DIGITS)
-    x = (
-        1.0 if digits else 0.0,
-        1.0 if ("/" in t or "\\" in t) else 0.0,
-        1.0 if _EXTENSION.search(t) else 0.0,
-        1.0 if _HEX.match(t) else 0.0,
-        math.log(n),
-        digits / n,
-        math.log1p(seen[0]),
-        1.0 if t in ctx.input else 0.0,
-        1.0 if t in ctx.user else 0.0,
-        math.log1p(ctx.dist),
-        seen[1] / size,
-        math.log(size),
-        1.0 if t in ctx.reused else 0.0,
+    digits = len(t) - len(t.translate(_DROP_DIGITS))
+    z = _Z0 + (
+        0
+        + _W0 * (1.0 if digits else 0.0)
+        + _W1 * (1.0 if ("/" in t or "\\" in t) else 0.0)
+        + _W2 * (1.0 if _EXTENSION.search(t) else 0.0)
+        + _W3 * (1.0 if _HEX.match(t) else 0.0)
+        + _W4 * math.log(n)
+        + _W5 * (digits / n)
+        + _W6 * math.log1p(seen[0])
+        + _W7 * (1.0 if t in ctx.input else 0.0)
+        + _W8 * (1.0 if t in ctx.user else 0.0)
+        + _W9 * math.log1p(ctx.dist)
+        + _W10 * (seen[1] / size)
+        + _W11 * math.log(size)
+        + _W12 * (1.0 if t in ctx.reused else 0.0)
     )
-    z = _Z0 + sum(w * v for w, v in zip(_W, x, strict=True))
     return 1.0 / (1.0 + math.exp(-z))
 
 
