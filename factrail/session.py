@@ -29,7 +29,7 @@ from factrail.judges.base import Judge
 from factrail.policy.decide import decide
 from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
 from factrail.stores.decisions import DecisionLog
-from factrail.stores.outputs import OutputStore
+from factrail.stores.outputs import OutputStore, output_id
 from factrail.stores.state import (
     PlanEntry,
     SessionState,
@@ -277,14 +277,19 @@ class SessionCompactor:
         originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
         saved = self._save_outputs(session, applied.changed, originals, messages, result)
 
+        reduced = 0
         for tool_use_id, text in applied.changed.items():
             original = originals.get(tool_use_id)
             if original is None:
                 continue
+            final = saved.get(tool_use_id, text)
+            briefed = applied.briefed.get(tool_use_id, _planned_input(state, tool_use_id))
+            if final == original and briefed is None:
+                state.plan.pop(tool_use_id, None)
+                continue
+            reduced += final != original
             state.plan[tool_use_id] = PlanEntry(
-                original_hash=text_hash(original),
-                reduced_text=saved.get(tool_use_id, text),
-                input=applied.briefed.get(tool_use_id, _planned_input(state, tool_use_id)),
+                original_hash=text_hash(original), reduced_text=final, input=briefed
             )
         present = set(originals)
         state.plan = {k: v for k, v in state.plan.items() if k in present}
@@ -301,7 +306,7 @@ class SessionCompactor:
         result.document = doc.emit(messages)
         result.tokens_after = after
         result.tier = applied.tier
-        result.reduced = len(applied.changed)
+        result.reduced = reduced
         result.compactions = state.compactions
         return result
 
@@ -389,7 +394,11 @@ class SessionCompactor:
         messages: list[Message],
         result: TurnResult,
     ) -> dict[str, str]:
-        """Save every newly reduced original before the reduced request leaves; swap the notes."""
+        """Save every newly reduced original before the reduced request leaves; swap the notes.
+
+        A result whose note, once it names the file, would be no shorter than the original keeps
+        its original text: a reduction never lengthens a result.
+        """
         if self.outputs is None or not self.config.save_outputs:
             return {}
         swapped: dict[str, str] = {}
@@ -397,14 +406,17 @@ class SessionCompactor:
             original = originals.get(tool_use_id)
             if original is None or is_compacted(original):
                 continue
+            where = str(self.outputs.path_for(session, tool_use_id))
+            if self.config.outputs_route:
+                where += f" (GET {self.config.outputs_route}{output_id(session, tool_use_id)})"
+            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
+            if len(note) >= len(original):
+                swapped[tool_use_id] = original
+                continue
             try:
                 saved = self.outputs.save(session, tool_use_id, original)
             except OSError:
                 continue
-            where = str(saved.path)
-            if self.config.outputs_route:
-                where += f" (GET {self.config.outputs_route}{saved.output_id})"
-            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
             swapped[tool_use_id] = note
             result.saved += 1
             for family, n in saved.redactions.items():

@@ -247,3 +247,19 @@ async def test_briefed_inputs_are_reapplied_with_their_results(tmp_path: Path) -
 def test_a_compaction_stuck_past_the_hard_line_waits_for_the_gap() -> None:
     stuck = lines_for(120_000, 130_000, 0)
     assert stuck.need == 145_000
+
+
+async def test_a_note_naming_its_file_never_lengthens_a_result(tmp_path: Path) -> None:
+    wire = chat(40, size=300)
+    c, _ = compactor(600, tmp_path)
+    result = await c.compact(
+        "a-rather-long-session-name-for-the-saved-path", openai_chat.parse(wire)
+    )
+    assert result.outcome == "compacted"
+    pairs = [
+        (a["content"], b["content"])
+        for a, b in zip(wire, result.document, strict=True)
+        if a["role"] == "tool"
+    ]
+    assert all(len(new) <= len(old) for old, new in pairs)
+    assert any(new != old for old, new in pairs)

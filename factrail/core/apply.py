@@ -36,12 +36,12 @@ from factrail.core.rails import (
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 from factrail.core.value import (
+    Middle,
     ValueContext,
     ValueParts,
     message_contexts,
     pool,
     token_values,
-    value_parts,
 )
 
 INPUT_BRIEF_CHARS = 200
@@ -121,7 +121,7 @@ class _Slot:
     final: bool
     tier: int = 0
     renders: dict[int, _Render] = field(default_factory=dict)
-    values: dict[str, float] | None = None
+    middles: dict[tuple[int, int], Middle] = field(default_factory=dict)
 
 
 _NOTE = -1
@@ -159,13 +159,7 @@ class _Engine:
         middle = slot.text[stub.head_end : stub.tail_start]
         parts: ValueParts | None = None
         if self.selection.value:
-            parts = value_parts(
-                middle,
-                stub.budget,
-                self._values(slot, middle),
-                score=self.score,
-                tokens=self.tokens,
-            )
+            parts = self._middle(slot, stub, middle).parts(stub.budget)
             lines = parts.lines()
         else:
             lines = fact_lines(middle, stub.budget, self.score)
@@ -185,13 +179,18 @@ class _Engine:
             return _Render(slot.text, slot.tokens)
         return _Render(text, estimate_tokens(text))
 
-    def _values(self, slot: _Slot, middle: str) -> dict[str, float]:
-        if slot.values is None:
+    def _middle(self, slot: _Slot, stub: Stub, middle: str) -> Middle:
+        """The slot's middle prepared once (every tier cuts it at the same place)."""
+        cut = (stub.head_end, stub.tail_start)
+        plan = slot.middles.get(cut)
+        if plan is None:
             ctx = self.contexts.get(slot.tool_use_id)
             if ctx is None:
                 ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
-            slot.values = token_values(slot.text, ctx, self.tokens(middle))
-        return slot.values
+            values = token_values(slot.text, ctx, self.tokens(middle))
+            plan = Middle(middle, values, score=self.score, tokens=self.tokens)
+            slot.middles[cut] = plan
+        return plan
 
     def next_move(self, slot: _Slot) -> tuple[float, int, int] | None:
         """(score, tier, gain) of the first stricter tier that saves tokens."""

@@ -290,6 +290,25 @@ def token_matches(s: str) -> Iterator[re.Match[str]]:
             yield m
 
 
+def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
+    """`(count, first start)` of every token of `toks(s)` over `token_matches(s)`, in one pass
+    per pattern."""
+    out: dict[str, tuple[int, int]] = {}
+    get = out.get
+    digit = _HAS_DIGIT.search
+    for m in _DIG.finditer(s):
+        t = m.group().rstrip(_TRAILING)
+        if len(t) >= 6 and digit(t):
+            hit = get(t)
+            out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
+    for m in _WRD.finditer(s):
+        t = m.group().rstrip(_TRAILING)
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
+            hit = get(t)
+            out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
+    return out
+
+
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
     out: set[str] = set()

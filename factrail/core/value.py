@@ -12,16 +12,16 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from factrail.core.facts import (
     Score,
     fact_score,
-    pick_fact_lines,
-    scored_units,
-    token_matches,
+    scores_of,
+    token_occurrences,
     toks,
     units,
 )
@@ -101,12 +101,7 @@ def occurrences(text: str) -> dict[str, tuple[int, int]]:
 
     One linear scan: a token seen only inside a longer token is not counted there.
     """
-    out: dict[str, tuple[int, int]] = {}
-    for m in token_matches(text):
-        t = m.group().rstrip(".:,")
-        hit = out.get(t)
-        out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
-    return out
+    return token_occurrences(text)
 
 
 _W0, _W1, _W2, _W3, _W4, _W5, _W6, _W7, _W8, _W9, _W10, _W11, _W12 = _W
@@ -153,32 +148,53 @@ class Candidate:
     values: Mapping[str, float]
 
 
-def _worth(c: Candidate, covered: AbstractSet[str]) -> float:
-    return sum(c.values.get(t, 0.0) for t in c.tokens if t not in covered) / (c.chars + 1)
+def _cover(
+    tokens: Sequence[AbstractSet[str]],
+    chars: Sequence[int],
+    values: Sequence[Mapping[str, float]],
+    first: Sequence[float],
+    among: Iterable[int],
+    covered: AbstractSet[str],
+    room: int,
+) -> list[int]:
+    """`lazy_cover` over the candidates `among` (parallel lists; `first`: worth with nothing
+    covered), so callers that re-plan one middle under many budgets build them once."""
+    seen = set(covered)
+    heap = [(-first[i], i) for i in among if tokens[i]]
+    heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
+    used = 0
+    picks: list[int] = []
+    while heap:
+        _, i = pop(heap)
+        get = values[i].get
+        worth = sum(get(t, 0.0) for t in tokens[i] if t not in seen) / (chars[i] + 1)
+        if worth <= 0:
+            continue
+        if heap and worth < -heap[0][0] - _EPS:
+            push(heap, (-worth, i))
+            continue
+        cost = chars[i] + 1
+        if used + cost > room:
+            continue
+        picks.append(i)
+        used += cost
+        seen |= tokens[i]
+    return picks
+
+
+def _first_worth(tokens: AbstractSet[str], chars: int, values: Mapping[str, float]) -> float:
+    get = values.get
+    return sum(get(t, 0.0) for t in tokens) / (chars + 1)
 
 
 def lazy_cover(candidates: Sequence[Candidate], covered: set[str], room: int) -> list[int]:
     """Lazy greedy weighted coverage under `room` chars (len+1 each); picks in pick order."""
-    covered = set(covered)
-    heap = [(-_worth(c, frozenset()), i) for i, c in enumerate(candidates) if c.tokens]
-    heapq.heapify(heap)
-    used = 0
-    picks: list[int] = []
-    while heap:
-        _, i = heapq.heappop(heap)
-        c = candidates[i]
-        worth = _worth(c, covered)
-        if worth <= 0:
-            continue
-        if heap and worth < -heap[0][0] - _EPS:
-            heapq.heappush(heap, (-worth, i))
-            continue
-        if used + c.chars + 1 > room:
-            continue
-        picks.append(i)
-        used += c.chars + 1
-        covered |= c.tokens
-    return picks
+    tokens = [c.tokens for c in candidates]
+    chars = [c.chars for c in candidates]
+    values = [c.values for c in candidates]
+    first = [_first_worth(c.tokens, c.chars, c.values) for c in candidates]
+    return _cover(tokens, chars, values, first, range(len(candidates)), covered, room)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +221,83 @@ class ValueParts:
         return sum(len(self.units[i]) + 1 for i in self.greedy)
 
 
+class Middle:
+    """A stub middle prepared once for `parts` at any budget: its distinct units, their fact
+    ranking, error flags, tokens and cover worths under one value map."""
+
+    __slots__ = ("_at", "_chars", "_errors", "_first", "_ranked", "_tokens", "units", "values")
+
+    def __init__(
+        self,
+        middle: str,
+        values: Mapping[str, float],
+        *,
+        score: Score = fact_score,
+        tokens: Tokens = toks,
+    ) -> None:
+        all_units = units(middle)
+        last = {u: i for i, u in enumerate(all_units)}
+        distinct = [all_units[i] for i in sorted(last.values())]
+        self.units = distinct
+        self.values = values
+        self._at = {u: k for k, u in enumerate(distinct)}
+        scored = [
+            (s, i, u)
+            for i, (s, u) in enumerate(zip(scores_of(all_units, score), all_units, strict=True))
+            if s > 0
+        ]
+        ranked: dict[str, int] = {}  # a duplicate never changes a pick: keep its first rank
+        for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
+            ranked.setdefault(u, i)
+        self._ranked = list(ranked.items())
+        search = _ERROR_PIECE.search
+        self._errors = [k for k, u in enumerate(distinct) if search(u)]
+        self._tokens = [frozenset(tokens(u)) for u in distinct]
+        self._chars = [len(u) for u in distinct]
+        self._first = [
+            _first_worth(t, c, values) if t else 0.0
+            for t, c in zip(self._tokens, self._chars, strict=True)
+        ]
+
+    def _picks(self, budget: int) -> tuple[list[str], int]:
+        """`pick_fact_lines` under `budget`: the picked units in text order, and their chars."""
+        picked: list[tuple[int, str]] = []
+        used = 0
+        for u, i in self._ranked:
+            cost = len(u) + 1
+            if used + cost <= budget:
+                used += cost
+                picked.append((i, u))
+        picked.sort()
+        return [u for _, u in picked], used
+
+    def parts(self, budget: int) -> ValueParts:
+        """`value_parts(middle, budget, values)`."""
+        _, cap = self._picks(budget)
+        at = self._at
+        pre: list[int] = []
+        used = 0
+        for u in self._picks(cap // 3)[0]:
+            if used + len(u) + 1 <= cap:
+                pre.append(at[u])
+                used += len(u) + 1
+        chosen = set(pre)
+        chars = self._chars
+        for k in self._errors:
+            if k not in chosen and used + chars[k] + 1 <= cap:
+                pre.append(k)
+                chosen.add(k)
+                used += chars[k] + 1
+        tokens = self._tokens
+        covered: set[str] = set()
+        for k in pre:
+            covered |= tokens[k]
+        rest = [k for k in range(len(self.units)) if k not in chosen]
+        values = [self.values] * len(tokens)
+        greedy = _cover(tokens, chars, values, self._first, rest, covered, cap - used)
+        return ValueParts(self.units, sorted(pre), greedy, rest, self.values)
+
+
 def value_parts(
     middle: str,
     budget: int,
@@ -214,32 +307,7 @@ def value_parts(
     tokens: Tokens = toks,
 ) -> ValueParts:
     """Choose a stub's lines by token value, never spending more than the regex selector."""
-    all_units = units(middle)
-    last = {u: i for i, u in enumerate(all_units)}
-    order = sorted(last.values())
-    distinct = [all_units[i] for i in order]
-    at = {u: k for k, u in enumerate(distinct)}
-    scored = scored_units(middle, score)
-    cap = sum(len(u) + 1 for _, u in pick_fact_lines(scored, budget))
-    pre: list[int] = []
-    used = 0
-    for _, u in pick_fact_lines(scored, cap // 3):
-        if used + len(u) + 1 <= cap:
-            pre.append(at[u])
-            used += len(u) + 1
-    chosen = set(pre)
-    for k, u in enumerate(distinct):
-        if k not in chosen and _ERROR_PIECE.search(u) and used + len(u) + 1 <= cap:
-            pre.append(k)
-            chosen.add(k)
-            used += len(u) + 1
-    covered: set[str] = set()
-    for k in pre:
-        covered |= tokens(distinct[k])
-    rest = [k for k in range(len(distinct)) if k not in chosen]
-    cands = [Candidate(frozenset(tokens(distinct[k])), len(distinct[k]), values) for k in rest]
-    greedy = [rest[j] for j in lazy_cover(cands, covered, cap - used)]
-    return ValueParts(distinct, sorted(pre), greedy, rest, values)
+    return Middle(middle, values, score=score, tokens=tokens).parts(budget)
 
 
 _ALNUM = re.compile(r"[^\W_]+")
@@ -258,31 +326,86 @@ def _aligned_in(key: str, text: str) -> bool:
     return False
 
 
-def _selectivity(run: str) -> tuple[bool, int]:
-    return (any(c in _DIGITS for c in run), len(run))
+def _run_starts(text: str) -> dict[str, list[int]]:
+    """Where each maximal alphanumeric run of `text` starts."""
+    at: dict[str, list[int]] = {}
+    get = at.get
+    for m in _ALNUM.finditer(text):
+        run = m.group()
+        hit = get(run)
+        if hit is None:
+            at[run] = [m.start()]
+        else:
+            hit.append(m.start())
+    return at
 
 
-def _by_segment(keys: Iterable[str]) -> dict[str, list[str]]:
-    """Keys by their most telling alphanumeric run (one with a digit, then the longest).
+def _aligned_starts(key: str, text: str, at: Mapping[str, list[int]]) -> Iterator[int]:
+    """Every start of an aligned occurrence of `key` in `text` (`at`: `_run_starts(text)`).
 
-    An aligned occurrence shows every run of the key whole, so any run can index it.
+    An aligned occurrence shows each alphanumeric run of the key as a whole run of the text, so
+    only the starts of the key's rarest run are tried. A key without a run yields nothing.
     """
-    out: dict[str, list[str]] = {}
+    runs = _ALNUM.findall(key)
+    if not runs:
+        return
+    best: list[int] | None = None
+    rare = ""
+    for run in runs:
+        hits = at.get(run)
+        if hits is None:
+            return
+        if best is None or len(hits) < len(best):
+            best, rare = hits, run
+    assert best is not None
+    off = -1
+    size = len(rare)
+    while True:  # the offset of `rare` as a whole run of the key
+        off = key.find(rare, off + 1)
+        end = off + size
+        if (off == 0 or not key[off - 1].isalnum()) and (
+            end == len(key) or not key[end].isalnum()
+        ):
+            break
+    n = len(text)
+    width = len(key)
+    for p in best:
+        s = p - off
+        e = s + width
+        if (
+            s >= 0
+            and text.startswith(key, s)
+            and (s == 0 or not text[s - 1].isalnum())
+            and (e == n or not text[e].isalnum())
+        ):
+            yield s
+
+
+def contained(keys: Iterable[str], text: str) -> set[str]:
+    """The keys with an alphanumeric run that occur aligned in `text` (see `_aligned_in`)."""
+    at = _run_starts(text)
+    return {k for k in keys if next(_aligned_starts(k, text, at), -1) >= 0}
+
+
+def contained_each(keys: Iterable[str], pieces: Sequence[str]) -> list[set[str]]:
+    """`contained(keys, piece)` for every piece, from one index of all the pieces."""
+    out: list[set[str]] = [set() for _ in pieces]
+    joined = "\x00".join(pieces)
+    starts: list[int] = []
+    at = 0
+    for piece in pieces:
+        starts.append(at)
+        at += len(piece) + 1
+    runs = _run_starts(joined)
     for k in keys:
-        runs = _ALNUM.findall(k)
-        if runs:
-            out.setdefault(max(runs, key=_selectivity), []).append(k)
+        if "\x00" in k:  # it could span two pieces in `joined`
+            for j, piece in enumerate(pieces):
+                if _ALNUM.search(k) and _aligned_in(k, piece):
+                    out[j].add(k)
+            continue
+        for s in _aligned_starts(k, joined, runs):
+            out[bisect_right(starts, s) - 1].add(k)
     return out
-
-
-def _contained(index: Mapping[str, list[str]], text: str) -> set[str]:
-    """The indexed keys that occur aligned in `text`."""
-    return {
-        k
-        for seg in set(_ALNUM.findall(text)) & index.keys()
-        for k in index[seg]
-        if _aligned_in(k, text)
-    }
 
 
 def pool(
@@ -298,21 +421,32 @@ def pool(
         covered |= tokens(s)
     if contain:
         keys = {k for p in parts for k in p.values} - covered
-        covered |= _contained(_by_segment(keys), "\x00".join(side))
+        covered |= contained(keys, "\x00".join(side))
     room = sum(p.spend() for p in parts)
-    cands: list[Candidate] = []
+    cand_tokens: list[AbstractSet[str]] = []
+    chars: list[int] = []
+    values: list[Mapping[str, float]] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
-        index = _by_segment(p.values) if contain else {}
-        for k in p.rest:
-            unit = p.units[k]
+        rest = [p.units[k] for k in p.rest]
+        extra = contained_each(p.values, rest) if contain and _any_run(p.values) else None
+        for j, k in enumerate(p.rest):
+            unit = rest[j]
             unit_tokens = frozenset(tokens(unit))
-            if index:
-                unit_tokens |= _contained(index, unit)
-            cands.append(Candidate(unit_tokens, len(unit), p.values))
+            if extra is not None:
+                unit_tokens |= extra[j]
+            cand_tokens.append(unit_tokens)
+            chars.append(len(unit))
+            values.append(p.values)
             owner.append((n, k))
+    first = [_first_worth(t, c, v) for t, c, v in zip(cand_tokens, chars, values, strict=True)]
     picks: list[list[int]] = [[] for _ in parts]
-    for j in lazy_cover(cands, covered, room):
+    for j in _cover(cand_tokens, chars, values, first, range(len(owner)), covered, room):
         n, k = owner[j]
         picks[n].append(k)
     return picks
+
+
+def _any_run(keys: Iterable[str]) -> bool:
+    search = _ALNUM.search
+    return any(search(k) for k in keys)
