@@ -250,7 +250,7 @@ def test_a_compaction_stuck_past_the_hard_line_waits_for_the_gap() -> None:
 
 
 async def test_a_note_naming_its_file_never_lengthens_a_result(tmp_path: Path) -> None:
-    wire = chat(40, size=300)
+    wire = chat(40, size=900)
     c, _ = compactor(600, tmp_path)
     result = await c.compact(
         "a-rather-long-session-name-for-the-saved-path", openai_chat.parse(wire)
