@@ -276,6 +276,7 @@ class SessionCompactor:
         messages = applied.messages
         originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
         saved = self._save_outputs(session, applied.changed, originals, messages, result)
+        self._save_inputs(session, applied.briefed, doc.messages, state)
 
         reduced = 0
         for tool_use_id, text in applied.changed.items():
@@ -385,6 +386,24 @@ class SessionCompactor:
                 now=self._clock(),
             )
         return dict(outcome.actions)
+
+    def _save_inputs(
+        self,
+        session: str,
+        briefed: Mapping[str, dict[str, Any]],
+        originals: Sequence[Message],
+        state: SessionState,
+    ) -> None:
+        """Save the full arguments of every call briefed for the first time, as
+        `<tool_use_id>.input.txt` beside the saved outputs (nothing is lost)."""
+        if self.outputs is None or not self.config.save_outputs or not briefed:
+            return
+        fresh = {k for k in briefed if k not in state.plan or state.plan[k].input is None}
+        for m in originals:
+            for u in m.tool_uses:
+                if u.tool_use_id in fresh:
+                    with contextlib.suppress(OSError):
+                        self.outputs.save(session, f"{u.tool_use_id}.input", input_json(u))
 
     def _save_outputs(
         self,

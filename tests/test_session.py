@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -263,3 +264,22 @@ async def test_a_note_naming_its_file_never_lengthens_a_result(tmp_path: Path) -
     ]
     assert all(len(new) <= len(old) for old, new in pairs)
     assert any(new != old for old, new in pairs)
+
+
+async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path: Path) -> None:
+    wire = chat(30, size=400)
+    for m in wire:
+        for call in m.get("tool_calls", []):
+            call["function"]["name"] = "Write"
+            body = "\n".join(f"line {i} of the module" for i in range(300))
+            call["function"]["arguments"] = json.dumps({"file_path": "/repo/m.py", "content": body})
+    c, _ = compactor(3000, tmp_path)
+    result = await c.compact("w", openai_chat.parse(wire))
+    assert result.outcome == "compacted"
+    out = openai_chat.parse(result.document)
+    briefed = [u for m in out.messages for u in m.tool_uses if "chars]" in u.input["content"]]
+    assert briefed
+    for u in briefed:
+        saved = tmp_path / "outputs" / "w" / f"{u.tool_use_id}.input.txt"
+        assert json.loads(saved.read_text())["content"].startswith("line 0 of the module")
+    assert texts(result.document) == texts(wire)

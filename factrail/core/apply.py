@@ -122,6 +122,13 @@ class _Slot:
     tier: int = 0
     renders: dict[int, _Render] = field(default_factory=dict)
     middles: dict[tuple[int, int], Middle] = field(default_factory=dict)
+    whole: _Render | None = None
+
+    def unchanged(self) -> _Render:
+        """The result kept as it is (one render, so its fact tokens are found once)."""
+        if self.whole is None:
+            self.whole = _Render(self.text, self.tokens)
+        return self.whole
 
 
 _NOTE = -1
@@ -142,7 +149,7 @@ class _Engine:
 
     def render(self, slot: _Slot, tier: int) -> _Render:
         if slot.final:
-            return _Render(slot.text, slot.tokens)
+            return slot.unchanged()
         kind = self.kind(slot, tier)
         r = slot.renders.get(kind)
         if r is None:
@@ -155,7 +162,7 @@ class _Engine:
             return self._fit(slot, rerun_note(slot.text, slot.tool_use_id))
         stub = stub_layout(slot.text, slot.is_error, TIERS[kind], self.head_chars, self.score)
         if stub is None:
-            return _Render(slot.text, slot.tokens)
+            return slot.unchanged()
         middle = slot.text[stub.head_end : stub.tail_start]
         parts: ValueParts | None = None
         if self.selection.value:
@@ -176,7 +183,7 @@ class _Engine:
     def _fit(self, slot: _Slot, text: str) -> _Render:
         """Keep the original unless the render is shorter."""
         if len(text) >= len(slot.text):
-            return _Render(slot.text, slot.tokens)
+            return slot.unchanged()
         return _Render(text, estimate_tokens(text))
 
     def _middle(self, slot: _Slot, stub: Stub, middle: str) -> Middle:
@@ -276,6 +283,29 @@ def _pool(
             texts[slot.tool_use_id] = text
 
 
+def _brief_old_inputs(
+    slots: list[_Slot],
+    uses: Mapping[str, ToolUse],
+    briefed: dict[str, dict[str, Any]],
+    after: int,
+    need: float,
+) -> int:
+    """Oldest first: cut the over-long arguments of reduced calls (a file a call wrote, a patch)
+    to 200 chars, while above `need`."""
+    for slot in slots:
+        if after <= need:
+            break
+        use = uses.get(slot.tool_use_id)
+        if use is None:
+            continue
+        current = briefed.get(slot.tool_use_id, use.input)
+        new = brief_value(current, INPUT_BRIEF_CHARS)
+        if new != current:
+            briefed[slot.tool_use_id] = new
+            after -= estimate_tokens(compact_json(current)) - estimate_tokens(compact_json(new))
+    return after
+
+
 def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: float) -> int:
     """Oldest first: keep only fact lines, then evict, while above `need`."""
     for shrink in (facts_only, evicted):
@@ -343,7 +373,8 @@ def apply(
                                           for s in slots)  # fmt: skip
     hard_need = before * (1 - reduction.hard)
     if reduction.hard > 0 and after > hard_need:
-        evicting = _last_resort(slots, texts, after, hard_need)
+        evicting = _brief_old_inputs(slots, uses, briefed, after, hard_need)
+        evicting = _last_resort(slots, texts, evicting, hard_need)
         if evicting != after:
             tier = LAST_RESORT_TIER
         after = evicting

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 from factrail.core.marks import is_mark_line
 
@@ -278,21 +278,9 @@ def fact_tokens(text: str) -> set[str]:
     return set(FACT_TOKEN.findall(text))
 
 
-def token_matches(s: str) -> Iterator[re.Match[str]]:
-    """The raw matches behind `toks` (trailing `.:,` not yet stripped)."""
-    for m in _DIG.finditer(s):
-        t = m.group().rstrip(_TRAILING)
-        if len(t) >= 6 and _HAS_DIGIT.search(t):
-            yield m
-    for m in _WRD.finditer(s):
-        t = m.group().rstrip(_TRAILING)
-        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not _HAS_DIGIT.search(t):
-            yield m
-
-
 def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
-    """`(count, first start)` of every token of `toks(s)` over `token_matches(s)`, in one pass
-    per pattern."""
+    """`(count, first start)` of every token of `toks(s)`, counted over the matches it is cut
+    from: a token seen only inside a longer match is not counted there."""
     out: dict[str, tuple[int, int]] = {}
     get = out.get
     digit = _HAS_DIGIT.search

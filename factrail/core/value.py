@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -326,86 +325,85 @@ def _aligned_in(key: str, text: str) -> bool:
     return False
 
 
-def _run_starts(text: str) -> dict[str, list[int]]:
-    """Where each maximal alphanumeric run of `text` starts."""
-    at: dict[str, list[int]] = {}
-    get = at.get
-    for m in _ALNUM.finditer(text):
-        run = m.group()
-        hit = get(run)
-        if hit is None:
-            at[run] = [m.start()]
-        else:
-            hit.append(m.start())
-    return at
+_PIECE = re.compile(r"[\w.:/@#-]+")
+"""A run of token chars: every alphanumeric char is one, so no char outside touches a key."""
 
 
-def _aligned_starts(key: str, text: str, at: Mapping[str, list[int]]) -> Iterator[int]:
-    """Every start of an aligned occurrence of `key` in `text` (`at`: `_run_starts(text)`).
+class _Keys:
+    """Keys to look for aligned in texts, grouped by their core (first run start to last run
+    end): an aligned key shows its core as a span of whole runs of one `_PIECE` of the text."""
 
-    An aligned occurrence shows each alphanumeric run of the key as a whole run of the text, so
-    only the starts of the key's rarest run are tried. A key without a run yields nothing.
-    """
-    runs = _ALNUM.findall(key)
-    if not runs:
-        return
-    best: list[int] | None = None
-    rare = ""
-    for run in runs:
-        hits = at.get(run)
-        if hits is None:
+    __slots__ = ("by_core", "firsts", "lasts", "longest", "odd")
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        self.by_core: dict[str, list[str]] = {}
+        self.firsts: set[str] = set()
+        self.lasts: set[str] = set()
+        self.longest = 0
+        self.odd: list[str] = []  # keys with a char outside `_PIECE`: checked one by one
+        for k in keys:
+            runs = _ALNUM.findall(k)
+            if not runs:
+                continue
+            if _PIECE.fullmatch(k) is None:
+                self.odd.append(k)
+                continue
+            start = k.find(runs[0])
+            core = k[start : k.rfind(runs[-1]) + len(runs[-1])]
+            self.by_core.setdefault(core, []).append(k)
+            self.firsts.add(runs[0])
+            self.lasts.add(runs[-1])
+            self.longest = max(self.longest, len(core))
+
+    def cores_in(self, piece: str) -> Iterator[str]:
+        """The cores that are a span of whole runs of `piece` (a `_PIECE` match)."""
+        runs = _ALNUM.findall(piece)
+        firsts, lasts, longest = self.firsts, self.lasts, self.longest
+        if firsts.isdisjoint(runs):
             return
-        if best is None or len(hits) < len(best):
-            best, rare = hits, run
-    assert best is not None
-    off = -1
-    size = len(rare)
-    while True:  # the offset of `rare` as a whole run of the key
-        off = key.find(rare, off + 1)
-        end = off + size
-        if (off == 0 or not key[off - 1].isalnum()) and (
-            end == len(key) or not key[end].isalnum()
-        ):
-            break
-    n = len(text)
-    width = len(key)
-    for p in best:
-        s = p - off
-        e = s + width
-        if (
-            s >= 0
-            and text.startswith(key, s)
-            and (s == 0 or not text[s - 1].isalnum())
-            and (e == n or not text[e].isalnum())
-        ):
-            yield s
+        cores = self.by_core
+        spans: list[tuple[int, int, str]] = []
+        at = 0
+        for run in runs:
+            at = piece.find(run, at)
+            spans.append((at, at + len(run), run))
+            at += len(run)
+        for i, (start, _, first) in enumerate(spans):
+            if first not in firsts:
+                continue
+            for _, end, last in spans[i:]:
+                if end - start > longest:
+                    break
+                if last in lasts and (core := piece[start:end]) in cores:
+                    yield core
+
+    def found(self, text: str, pieces: Iterable[str], memo: dict[str, list[str]]) -> set[str]:
+        """The keys aligned in `text`, whose `_PIECE` matches are `pieces` (`memo`: the cores
+        of pieces seen before)."""
+        out: set[str] = set()
+        for piece in pieces:
+            cores = memo.get(piece)
+            if cores is None:
+                cores = memo[piece] = list(self.cores_in(piece))
+            for core in cores:
+                for k in self.by_core[core]:
+                    if k == core or _aligned_in(k, text):
+                        out.add(k)
+        out.update(k for k in self.odd if _aligned_in(k, text))
+        return out
 
 
 def contained(keys: Iterable[str], text: str) -> set[str]:
     """The keys with an alphanumeric run that occur aligned in `text` (see `_aligned_in`)."""
-    at = _run_starts(text)
-    return {k for k in keys if next(_aligned_starts(k, text, at), -1) >= 0}
+    return _Keys(keys).found(text, set(_PIECE.findall(text)), {})
 
 
-def contained_each(keys: Iterable[str], pieces: Sequence[str]) -> list[set[str]]:
-    """`contained(keys, piece)` for every piece, from one index of all the pieces."""
-    out: list[set[str]] = [set() for _ in pieces]
-    joined = "\x00".join(pieces)
-    starts: list[int] = []
-    at = 0
-    for piece in pieces:
-        starts.append(at)
-        at += len(piece) + 1
-    runs = _run_starts(joined)
-    for k in keys:
-        if "\x00" in k:  # it could span two pieces in `joined`
-            for j, piece in enumerate(pieces):
-                if _ALNUM.search(k) and _aligned_in(k, piece):
-                    out[j].add(k)
-            continue
-        for s in _aligned_starts(k, joined, runs):
-            out[bisect_right(starts, s) - 1].add(k)
-    return out
+def contained_each(keys: Iterable[str], texts: Sequence[str]) -> list[set[str]]:
+    """`contained(keys, text)` for every text, indexing the keys once."""
+    index = _Keys(keys)
+    findall = _PIECE.findall
+    memo: dict[str, list[str]] = {}
+    return [index.found(t, findall(t), memo) for t in texts]
 
 
 def pool(

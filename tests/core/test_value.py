@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factrail.core.facts import pick_fact_lines, scored_units, toks, units
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.value import (
     INTERCEPT,
     Candidate,
+    Middle,
     ValueContext,
+    ValueParts,
+    contained,
+    contained_each,
     lazy_cover,
     message_contexts,
+    occurrences,
     pool,
     token_values,
     value_parts,
@@ -94,3 +105,108 @@ def test_value_parts_keeps_error_lines_and_stays_under_the_regex_cap() -> None:
     kept = parts.lines()
     assert "Traceback: boom" in kept
     assert sum(len(u) + 1 for u in kept) <= 400
+
+
+# --- fast paths equal the straightforward definitions they replace ---------------------------
+
+_PIECE_WORDS = st.sampled_from(
+    ["src", "a1", "mod_12", "case_5", "0.05s", "é1", "x", "::", "/", "-", "_", ".", " ", "\n",
+     "v1.2.3", "ab12cd34", "ı", "٣", "#", "@", "\x00", "tests/test_5.py", ",", "é"]
+)  # fmt: skip
+_TEXTS = st.lists(_PIECE_WORDS, max_size=30).map("".join)
+
+
+def _aligned_in(key: str, text: str) -> bool:
+    """The definition: some occurrence of `key` has no alphanumeric char on either side."""
+    return any(
+        text.startswith(key, s)
+        and (s == 0 or not text[s - 1].isalnum())
+        and (s + len(key) == len(text) or not text[s + len(key)].isalnum())
+        for s in range(len(text) - len(key) + 1)
+    )
+
+
+def _has_run(key: str) -> bool:
+    return any(c.isalnum() for c in key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXTS, max_size=12), _TEXTS)
+def test_contained_equals_the_aligned_substring_definition(keys: list[str], text: str) -> None:
+    want = {k for k in keys if _has_run(k) and _aligned_in(k, text)}
+    assert contained(keys, text) == want
+    pieces = text.split("\n")
+    assert contained_each(keys, pieces) == [
+        {k for k in keys if _has_run(k) and _aligned_in(k, p)} for p in pieces
+    ]
+
+
+def _token_matches(s: str) -> list[tuple[str, int]]:
+    """The definition behind `toks`: `(token, match start)` of each kept match, in scan order."""
+    out = []
+    for m in re.finditer(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}", s):
+        t = m.group().rstrip(".:,")
+        if len(t) >= 6 and re.search("[0-9]", t):
+            out.append((t, m.start()))
+    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_./-]{7,}", s):
+        t = m.group().rstrip(".:,")
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not re.search("[0-9]", t):
+            out.append((t, m.start()))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(_TEXTS)
+def test_occurrences_count_each_token_match_once(text: str) -> None:
+    want: dict[str, tuple[int, int]] = {}
+    for t, start in _token_matches(text):
+        n, first = want.get(t, (0, start))
+        want[t] = (n + 1, first)
+    assert occurrences(text) == want
+    assert set(want) == toks(text)
+
+
+def _value_parts_reference(middle: str, budget: int, values: dict[str, float]) -> ValueParts:
+    """value_parts as first written: two regex picks, error lines, then one lazy cover."""
+    all_units = units(middle)
+    last = {u: i for i, u in enumerate(all_units)}
+    distinct = [all_units[i] for i in sorted(last.values())]
+    at = {u: k for k, u in enumerate(distinct)}
+    scored = scored_units(middle)
+    cap = sum(len(u) + 1 for _, u in pick_fact_lines(scored, budget))
+    pre: list[int] = []
+    used = 0
+    for _, u in pick_fact_lines(scored, cap // 3):
+        if used + len(u) + 1 <= cap:
+            pre.append(at[u])
+            used += len(u) + 1
+    chosen = set(pre)
+    for k, u in enumerate(distinct):
+        if k not in chosen and re.search(ERROR_PIECE, u, re.I) and used + len(u) + 1 <= cap:
+            pre.append(k)
+            chosen.add(k)
+            used += len(u) + 1
+    covered: set[str] = set()
+    for k in pre:
+        covered |= toks(distinct[k])
+    rest = [k for k in range(len(distinct)) if k not in chosen]
+    cands = [Candidate(frozenset(toks(distinct[k])), len(distinct[k]), values) for k in rest]
+    greedy = [rest[j] for j in lazy_cover(cands, covered, cap - used)]
+    return ValueParts(distinct, sorted(pre), greedy, rest, values)
+
+
+ERROR_PIECE = r"error|failed|exception|traceback|denied|not found|timed out"
+_LOG_LINES = st.sampled_from(
+    ["row 1 took 5 ms id-00042x", "error: disk full at /srv/a1/b.log", "ok", "ok",
+     "GET /api/v1/items/123 200 12ms", "commit 9f3c2ab1 updated src/main.rs", "  ",
+     "Traceback boom", "size=4096 bytes", "build/app_v2.bin", "x" * 230 + " tail_9.py"]
+)  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_LOG_LINES, max_size=80).map("\n".join), st.lists(st.integers(0, 3000), max_size=4))
+def test_middle_parts_equal_value_parts_at_every_budget(middle: str, budgets: list[int]) -> None:
+    values = token_values(middle, CTX)
+    plan = Middle(middle, values)
+    for budget in budgets:
+        assert plan.parts(budget) == _value_parts_reference(middle, budget, values)
