@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 from factrail.core.marks import is_mark_line
 
@@ -62,8 +63,13 @@ FACT_TOKEN = re.compile(
 )
 """The tokens whose loss the escalation counts: paths, hex ids and multi-digit numbers."""
 
-_DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
+_DIG = r"(?=[A-Za-z0-9_.:/@#-]*[0-9])[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}"
+"""A run that can hold an id or number: the lookahead only skips runs without a digit, whose
+match `toks` would drop (every later start in the run lacks a digit too)."""
+_DIG_DIGIT = re.compile(_DIG)
+_DIG_DIGIT_OR_BREAK = re.compile(rf"\n|{_DIG}")
 _WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
+_WRD_OR_BREAK = re.compile(r"\n|[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _HAS_DIGIT = re.compile(r"[0-9]")
 _ANY_DIGIT = re.compile(r"\d")
 _TRAILING = ".:,"
@@ -167,6 +173,20 @@ def _units_with(view: bytes, needles: tuple[bytes, ...], starts: list[int]) -> s
             out.add(i)
             pos = find(needle, starts[i + 1] - back) if i < last else -1
     return out
+
+
+def units_holding(units: Sequence[str], needles: tuple[bytes, ...]) -> set[int] | None:
+    """The indexes of the units whose folded text (ASCII lower case, digits as `0`) holds one of
+    `needles` (no newline in them), or None when folding could hide one (see `unit_scores`)."""
+    joined = "".join(f"\n{u}" for u in units)
+    if not _folds_exactly(joined):
+        return None
+    starts: list[int] = []
+    at = 1
+    for u in units:
+        starts.append(at)
+        at += len(u) + 1
+    return _units_with(joined.encode("ascii", "replace").translate(_FOLD), needles, starts)
 
 
 def unit_scores(units: Sequence[str]) -> list[int]:
@@ -283,12 +303,12 @@ def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
     from: a token seen only inside a longer match is not counted there."""
     out: dict[str, tuple[int, int]] = {}
     get = out.get
-    digit = _HAS_DIGIT.search
-    for m in _DIG.finditer(s):
+    for m in _DIG_DIGIT.finditer(s):
         t = m.group().rstrip(_TRAILING)
-        if len(t) >= 6 and digit(t):
+        if len(t) >= 6:
             hit = get(t)
             out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
+    digit = _HAS_DIGIT.search
     for m in _WRD.finditer(s):
         t = m.group().rstrip(_TRAILING)
         if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
@@ -299,13 +319,72 @@ def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
 
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
-    out: set[str] = set()
-    for m in _DIG.findall(s):
-        t = m.rstrip(_TRAILING)
-        if len(t) >= 6 and _HAS_DIGIT.search(t):
-            out.add(t)
+    out = {t for m in _DIG_DIGIT.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6}
+    digit = _HAS_DIGIT.search
     for m in _WRD.findall(s):
         t = m.rstrip(_TRAILING)
-        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not _HAS_DIGIT.search(t):
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
             out.add(t)
     return out
+
+
+def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
+    """`toks` of every unit, from two scans of the units joined by newlines (no token holds
+    one, so each match lies in one unit)."""
+    joined = "\n".join(units)
+    if joined.count("\n") != len(units) - 1:
+        return [frozenset(toks(u)) for u in units]
+    found: list[set[str]] = [set() for _ in units]
+    k = 0
+    for m in _DIG_DIGIT_OR_BREAK.findall(joined):
+        if m == "\n":
+            k += 1
+        elif len(t := m.rstrip(_TRAILING)) >= 6:
+            found[k].add(t)
+    k = 0
+    digit = _HAS_DIGIT.search
+    for m in _WRD_OR_BREAK.findall(joined):
+        if m == "\n":
+            k += 1
+            continue
+        t = m.rstrip(_TRAILING)
+        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
+            found[k].add(t)
+    return [frozenset(f) for f in found]
+
+
+class TokenSets:
+    """`toks` memoised across one compaction; `many` tokenises the misses in one scan."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self) -> None:
+        self._memo: dict[str, frozenset[str]] = {}
+
+    def __call__(self, s: str) -> frozenset[str]:
+        hit = self._memo.get(s)
+        if hit is None:
+            hit = self._memo[s] = frozenset(toks(s))
+        return hit
+
+    def many(self, units: Sequence[str]) -> list[frozenset[str]]:
+        """The tokens of every unit of `units`."""
+        memo = self._memo
+        missing = list({u: None for u in units if u not in memo})
+        if missing:
+            memo.update(zip(missing, toks_each(missing), strict=True))
+        return [memo[u] for u in units]
+
+
+Tokens = Callable[[str], AbstractSet[str]]
+"""A tokenizer: `toks`, or a `TokenSets` shared across one compaction."""
+
+
+def token_sets(units: Sequence[str], tokens: Tokens = toks) -> list[AbstractSet[str]]:
+    """`[frozenset(tokens(u)) for u in units]`, in one scan when `tokens` is `toks` or
+    `TokenSets`."""
+    if tokens is toks:
+        return list(toks_each(units))
+    if isinstance(tokens, TokenSets):
+        return list(tokens.many(units))
+    return [frozenset(tokens(u)) for u in units]

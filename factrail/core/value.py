@@ -18,11 +18,14 @@ from dataclasses import dataclass
 
 from factrail.core.facts import (
     Score,
+    Tokens,
     fact_score,
     scores_of,
     token_occurrences,
+    token_sets,
     toks,
     units,
+    units_holding,
 )
 from factrail.core.model import Message, input_json
 
@@ -39,12 +42,11 @@ _Z0 = INTERCEPT - sum(w * m for w, m in zip(_W, MU, strict=True))
 _EXTENSION = re.compile(r"\.[A-Za-z]{1,5}\Z")
 _HEX = re.compile(r"[0-9a-fA-F]{8,}\Z")
 _ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|timed out", re.I)
+_ERROR_NEEDLES = (b"error", b"failed", b"exception", b"traceback", b"denied", b"not found",
+                  b"timed out")  # fmt: skip
 _DIGITS = frozenset("0123456789")
 _DROP_DIGITS = str.maketrans("", "", "0123456789")
 _EPS = 1e-12
-
-Tokens = Callable[[str], AbstractSet[str]]
-"""A tokenizer: `toks`, or a memoised copy of it shared across one compaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,8 +252,10 @@ class Middle:
             ranked.setdefault(u, i)
         self._ranked = list(ranked.items())
         search = _ERROR_PIECE.search
-        self._errors = [k for k, u in enumerate(distinct) if search(u)]
-        self._tokens = [frozenset(tokens(u)) for u in distinct]
+        held = units_holding(distinct, _ERROR_NEEDLES)
+        maybe = range(len(distinct)) if held is None else sorted(held)
+        self._errors = [k for k in maybe if search(distinct[k])]
+        self._tokens = token_sets(distinct, tokens)
         self._chars = [len(u) for u in distinct]
         self._first = [
             _first_worth(t, c, values) if t else 0.0

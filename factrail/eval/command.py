@@ -198,7 +198,8 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
     sims = result.get("sim_strategies")
     if sims:
         print(
-            "\n| strategy | window | rate | compactions | peak fill | cache share | billed |",
+            "\n| strategy | window | rate | compactions | peak fill (median, over window) |"
+            " cache share | billed |",
             file=file,
         )
         print("|---|---|---|---|---|---|---|", file=file)
@@ -206,7 +207,8 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
             for length, v in by_length.items():
                 print(
                     f"| {name} | {length} | {v['rate']:.4f} | {v['compactions']} |"
-                    f" {v['peak_fill']:.3f} | {v['cache_share']:.3f} | {v['billed_ratio']:.3f} |",
+                    f" {v['peak_fill']:.3f} ({v['peak_fill_median']:.3f}, {v['over_window']}) |"
+                    f" {v['cache_share']:.3f} | {v['billed_ratio']:.3f} |",
                     file=file,
                 )
 

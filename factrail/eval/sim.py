@@ -13,7 +13,9 @@ Per strategy and length it reports:
   in what the strategy sent — the facts kept at the moment of use;
 - `compactions`: requests whose prefix broke against the previous request (a prompt-cache miss
   from that point on; for the rails this is exactly the compactions);
-- `peak_fill`: the largest request over the window;
+- `peak_fill`: the largest request over the window (`peak_fill_median`: the median over
+  transcripts of each one's largest; `over_window`: transcripts whose largest request did not
+  fit the window);
 - `cache_share`: the share of input tokens that is a byte-identical prefix of the previous
   request; `billed_ratio`: input billed with cached reads at 0.1×, over sending everything.
 """
@@ -238,8 +240,10 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
                 "_cached": 0,
                 "_billed": 0.0,
                 "_everything": 0.0,
+                "_peaks": [],
             },
         )
+        t["_peaks"].append(r.peak_fill)
         t["compactions"] += r.compactions
         t["needed"] += r.needed
         t["kept"] += r.kept
@@ -250,6 +254,9 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
         t["_everything"] += r.billed_everything
     for by_length in out.values():
         for t in by_length.values():
+            peaks = sorted(t.pop("_peaks"))
+            t["peak_fill_median"] = peaks[len(peaks) // 2] if peaks else 0.0
+            t["over_window"] = sum(p > 1.0 for p in peaks)
             t["rate"] = t["kept"] / t["needed"] if t["needed"] else 1.0
             t["cache_share"] = t.pop("_cached") / t["_sent"] if t["_sent"] else 0.0
             t.pop("_sent")
