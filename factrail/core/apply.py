@@ -10,16 +10,15 @@ and the over-long arguments of reduced calls.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.classify import read_is_observation, rerunnable_ids
-from factrail.core.facts import FactScores, fact_lines, fact_tokens, toks
+from factrail.core.facts import FactScores, TokenSets, fact_lines, fact_tokens
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
 from factrail.core.rails import (
@@ -140,7 +139,7 @@ class _Engine:
         self.selection = selection
         self.contexts: dict[str, ValueContext] = {}
         self.score = FactScores()
-        self.tokens: Callable[[str], frozenset[str]] = functools.cache(lambda s: frozenset(toks(s)))
+        self.tokens = TokenSets()
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:

@@ -63,11 +63,8 @@ FACT_TOKEN = re.compile(
 )
 """The tokens whose loss the escalation counts: paths, hex ids and multi-digit numbers."""
 
-_DIG = r"(?=[A-Za-z0-9_.:/@#-]*[0-9])[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}"
-"""A run that can hold an id or number: the lookahead only skips runs without a digit, whose
-match `toks` would drop (every later start in the run lacks a digit too)."""
-_DIG_DIGIT = re.compile(_DIG)
-_DIG_DIGIT_OR_BREAK = re.compile(rf"\n|{_DIG}")
+_DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
+_DIG_OR_BREAK = re.compile(r"\n|[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _WRD_OR_BREAK = re.compile(r"\n|[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _HAS_DIGIT = re.compile(r"[0-9]")
@@ -303,12 +300,12 @@ def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
     from: a token seen only inside a longer match is not counted there."""
     out: dict[str, tuple[int, int]] = {}
     get = out.get
-    for m in _DIG_DIGIT.finditer(s):
+    digit = _HAS_DIGIT.search
+    for m in _DIG.finditer(s):
         t = m.group().rstrip(_TRAILING)
-        if len(t) >= 6:
+        if len(t) >= 6 and digit(t):
             hit = get(t)
             out[t] = (1, m.start()) if hit is None else (hit[0] + 1, hit[1])
-    digit = _HAS_DIGIT.search
     for m in _WRD.finditer(s):
         t = m.group().rstrip(_TRAILING)
         if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
@@ -319,8 +316,8 @@ def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
 
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
-    out = {t for m in _DIG_DIGIT.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6}
     digit = _HAS_DIGIT.search
+    out = {t for m in _DIG.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6 and digit(t)}
     for m in _WRD.findall(s):
         t = m.rstrip(_TRAILING)
         if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
@@ -336,13 +333,13 @@ def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
         return [frozenset(toks(u)) for u in units]
     found: list[set[str]] = [set() for _ in units]
     k = 0
-    for m in _DIG_DIGIT_OR_BREAK.findall(joined):
+    digit = _HAS_DIGIT.search
+    for m in _DIG_OR_BREAK.findall(joined):
         if m == "\n":
             k += 1
-        elif len(t := m.rstrip(_TRAILING)) >= 6:
+        elif len(t := m.rstrip(_TRAILING)) >= 6 and digit(t):
             found[k].add(t)
     k = 0
-    digit = _HAS_DIGIT.search
     for m in _WRD_OR_BREAK.findall(joined):
         if m == "\n":
             k += 1

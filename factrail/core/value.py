@@ -12,9 +12,9 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from factrail.core.facts import (
     Score,
@@ -211,6 +211,8 @@ class ValueParts:
     greedy: list[int]
     rest: list[int]
     values: Mapping[str, float]
+    tokens: Sequence[AbstractSet[str]] = field(default=(), compare=False)
+    """The tokens of each unit when the planner knew them (else `pool` tokenises the units)."""
 
     def lines(self, picks: Iterable[int] | None = None) -> list[str]:
         """The kept lines in text order: pre plus `picks` (default: the greedy picks)."""
@@ -298,7 +300,7 @@ class Middle:
         rest = [k for k in range(len(self.units)) if k not in chosen]
         values = [self.values] * len(tokens)
         greedy = _cover(tokens, chars, values, self._first, rest, covered, cap - used)
-        return ValueParts(self.units, sorted(pre), greedy, rest, self.values)
+        return ValueParts(self.units, sorted(pre), greedy, rest, self.values, tokens)
 
 
 def value_parts(
@@ -434,7 +436,7 @@ def pool(
         extra = contained_each(p.values, rest) if contain and _any_run(p.values) else None
         for j, k in enumerate(p.rest):
             unit = rest[j]
-            unit_tokens = frozenset(tokens(unit))
+            unit_tokens = frozenset(p.tokens[k] if p.tokens else tokens(unit))
             if extra is not None:
                 unit_tokens |= extra[j]
             cand_tokens.append(unit_tokens)

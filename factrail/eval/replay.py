@@ -71,6 +71,8 @@ class StrategyRow:
     kept_unechoed: int
     chars_after: int
     tokens_after: int
+    kinds: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Tool kind of the introducing call → facts at stake and kept."""
 
 
 @dataclass(slots=True)
@@ -146,6 +148,18 @@ class Replay:
         }
         if with_rows:
             out["rows"] = [asdict(r) for r in self.rows]
+            for name, block in out["strategies"].items():
+                block["rows"] = [
+                    {
+                        "transcript": r.transcript,
+                        "cut": r.cut,
+                        "facts": r.facts,
+                        "kept": r.strategies[name].kept,
+                        "kinds": r.strategies[name].kinds,
+                    }
+                    for r in self.rows
+                    if name in r.strategies
+                ]
         return out
 
 
@@ -179,15 +193,25 @@ def _totals(rows: Sequence[Row], transcripts: int, visibility: Visibility) -> di
 
 
 def _measure(
-    out: Sequence[Message], at_stake: Sequence[Fact], cut: int, visibility: Visibility
+    out: Sequence[Message],
+    at_stake: Sequence[Fact],
+    cut: int,
+    visibility: Visibility,
+    kind_of: Mapping[str, str],
 ) -> tuple[StrategyRow, Shown]:
     shown = Shown(out, visibility)
     fresh = [f for f in at_stake if not f.echoed_before(cut)]
+    kinds: dict[str, dict[str, int]] = {}
+    for f in at_stake:
+        counts = kinds.setdefault(kind_of.get(f.source, "?"), {"facts": 0, "kept": 0})
+        counts["facts"] += 1
+        counts["kept"] += shown(f.token)
     row = StrategyRow(
         kept=count_shown(at_stake, shown),
         kept_unechoed=count_shown(fresh, shown),
         chars_after=transcript_chars(out),
         tokens_after=transcript_tokens(out),
+        kinds=kinds,
     )
     return row, shown
 
@@ -207,13 +231,14 @@ def replay_one(
     prefix = list(messages[:cut])
     at_stake = needed_across(all_facts, cut)
     applied = rails(prefix, actions)
-    rails_row, rails_shown = _measure(applied.messages, at_stake, cut, visibility)
+    calls = {c.tool_use_id: c for c in collect_tool_calls(prefix, PRESERVE_RECENT)}
+    kind_of = {k: tool_kind(c.tool, c.input) for k, c in calls.items()}
+    rails_row, rails_shown = _measure(applied.messages, at_stake, cut, visibility, kind_of)
     results = {"rails": rails_row}
     for rival in ("erase", *(s for s in strategies if s not in ("rails", "erase"))):
         run = middle_out(rails_row.tokens_after) if rival == "middle-out" else RIVALS[rival]
-        results[rival] = _measure(run(prefix, actions), at_stake, cut, visibility)[0]
+        results[rival] = _measure(run(prefix, actions), at_stake, cut, visibility, kind_of)[0]
     other = Shown(applied.messages, "compat" if visibility == "strict" else "strict")
-    calls = {c.tool_use_id: c for c in collect_tool_calls(prefix, PRESERVE_RECENT)}
     lost = [f for f in at_stake if not rails_shown(f.token)]
     rereadable = {k for k, c in calls.items() if reproducible(c.tool, c.input)}
     return Row(
