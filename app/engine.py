@@ -67,6 +67,7 @@ def compactor_config(settings: Settings) -> CompactorConfig:
         record_decisions=settings.record_decisions,
         save_outputs=settings.save_outputs,
         context_windows=dict(settings.context_windows),
+        trigger_by_model=dict(settings.trigger_by_model),
     )
 
 

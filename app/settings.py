@@ -69,6 +69,8 @@ class Settings(BaseSettings):
 
     trigger_tokens: int = 180_000
     trigger_percent: float = 60.0
+    trigger_by_model: WindowMap = Field(default_factory=dict)
+    """Model-name prefix → absolute trigger for that family (JSON), e.g. {"gpt-4.1": 400000}."""
     rearm_tokens: int = 0
     """Re-arm gap after a compaction; 0 means an eighth of the trigger."""
     preserve_recent: int = 6
@@ -133,7 +135,11 @@ class Settings(BaseSettings):
     def trigger_for(self, model: str) -> int:
         """T = min(percent × the model's window, absolute tokens), as the compactor computes it."""
         window = self.context_window(model)
-        candidates = [self.trigger_tokens] if self.trigger_tokens > 0 else []
+        name = model.rsplit("/", 1)[-1].lower()
+        family = max((p for p in self.trigger_by_model if name.startswith(p.lower())), key=len,
+                     default=None)  # fmt: skip
+        absolute = self.trigger_by_model[family] if family else self.trigger_tokens
+        candidates = [absolute] if absolute > 0 else []
         if window and self.trigger_percent > 0:
             candidates.append(int(window * self.trigger_percent / 100))
         return min(candidates) if candidates else 0
@@ -143,8 +149,8 @@ class Settings(BaseSettings):
         by_percent = [
             int(w * self.trigger_percent / 100) for w in self.context_windows.values() if w > 0
         ]
-        candidates = [t for t in by_percent if t > 0] + [self.trigger_tokens]
-        return min(candidates)
+        absolute = [self.trigger_tokens, *(t for t in self.trigger_by_model.values() if t > 0)]
+        return min([t for t in by_percent if t > 0] + absolute)
 
 
 def _positive(value: Any) -> Any:

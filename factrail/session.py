@@ -64,6 +64,8 @@ class CompactorConfig:
     """When set, the note in reduced text names this HTTP route beside the file path."""
     context_windows: dict[str, int] = field(default_factory=dict)
     """Model-name prefix → context window in tokens (longest prefix wins)."""
+    trigger_by_model: dict[str, int] = field(default_factory=dict)
+    """Model-name prefix → absolute trigger for that family, in place of `trigger_tokens`."""
 
 
 @dataclass(slots=True)
@@ -104,25 +106,27 @@ class Lines:
     """Tokens at which the next compaction is due (the soft line, or later after hysteresis)."""
 
 
-def context_window(model: str, windows: Mapping[str, int]) -> int | None:
-    """The context window of `model` by longest matching prefix (case-insensitive)."""
+def by_prefix(model: str, table: Mapping[str, int]) -> int | None:
+    """The value for `model` by longest matching prefix (case-insensitive, provider/ dropped)."""
     name = model.rsplit("/", 1)[-1].lower()
     best: tuple[int, int] | None = None
-    for prefix, window in windows.items():
+    for prefix, value in table.items():
         p = prefix.lower()
         if name.startswith(p) and (best is None or len(p) > best[0]):
-            best = (len(p), window)
+            best = (len(p), value)
     return best[1] if best else None
 
 
 def trigger_for(model: str, config: CompactorConfig) -> int:
-    """T = min(percent × context window, absolute tokens), whichever exist."""
-    window = context_window(model, config.context_windows)
+    """T = min(percent × context window, absolute tokens), whichever exist; the absolute
+    trigger of the model's family when one is configured."""
+    window = by_prefix(model, config.context_windows)
+    absolute = by_prefix(model, config.trigger_by_model) or config.trigger_tokens
     candidates = []
     if window and config.trigger_percent > 0:
         candidates.append(int(window * config.trigger_percent / 100))
-    if config.trigger_tokens > 0:
-        candidates.append(config.trigger_tokens)
+    if absolute > 0:
+        candidates.append(absolute)
     return min(candidates) if candidates else 0
 
 

@@ -170,6 +170,14 @@ def test_trigger_is_min_of_percent_window_and_absolute() -> None:
     )
     assert trigger_for("gpt-4o-2024-08-06", cfg) == 76_800
     assert trigger_for("unknown-model", cfg) == 180_000
+    family = CompactorConfig(
+        trigger_tokens=180_000,
+        trigger_percent=60,
+        context_windows={"gpt-4.1": 1_047_576},
+        trigger_by_model={"gpt-4.1": 400_000, "gpt-4.1-mini": 90_000},
+    )
+    assert trigger_for("openai/gpt-4.1-2025-04-14", family) == 400_000
+    assert trigger_for("gpt-4.1-mini", family) == 90_000
 
 
 def test_session_key_prefers_header_and_is_stable() -> None:
