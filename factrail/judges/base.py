@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
+
+import httpx
 
 from factrail.core.plan import JudgeRequest
 from factrail.core.redact import redact, redact_value
@@ -136,3 +139,14 @@ def add_usage(total: dict[str, Any] | None, usage: object) -> dict[str, Any] | N
         else:
             out.setdefault(key, v)
     return out
+
+
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The response body as a JSON object, or a `malformed` judge failure."""
+    try:
+        data = json.loads(response.content)
+    except ValueError:
+        raise JudgeFailure(JudgeError.malformed("body is not JSON")) from None
+    if not isinstance(data, dict):
+        raise JudgeFailure(JudgeError.malformed("body is not a JSON object"))
+    return data

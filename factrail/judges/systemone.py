@@ -8,7 +8,6 @@ that does not is reported missing and its call falls to the rules, while the oth
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from factrail.judges.base import (
     JudgeFailure,
     JudgeRound,
     add_usage,
+    json_object,
     redact_outgoing,
 )
 from factrail.judges.retry import DEFAULT_POLICY, DeadlineCaller, RetryPolicy
@@ -133,12 +133,7 @@ class SystemOneJudge:
 
 
 def _parse(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        raise JudgeFailure(JudgeError.malformed("body is not JSON")) from None
-    if not isinstance(data, dict):
-        raise JudgeFailure(JudgeError.malformed("body is not a JSON object"))
+    data = json_object(response)
     if not isinstance(data.get("answers"), dict):
         raise JudgeFailure(JudgeError.malformed("no `answers` object"))
     return data

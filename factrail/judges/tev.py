@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +25,7 @@ from factrail.judges.base import (
     JudgeFailure,
     JudgeRound,
     add_usage,
+    json_object,
     redact_outgoing,
 )
 from factrail.judges.retry import DEFAULT_POLICY, DeadlineCaller, RetryPolicy
@@ -179,12 +179,7 @@ class TevJudge:
 
 
 def _parse(response: httpx.Response) -> dict[str, Any]:
-    try:
-        data = json.loads(response.content)
-    except ValueError:
-        raise JudgeFailure(JudgeError.malformed("body is not JSON")) from None
-    if not isinstance(data, dict):
-        raise JudgeFailure(JudgeError.malformed("body is not a JSON object"))
+    data = json_object(response)
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise JudgeFailure(JudgeError.malformed("no choices[0]"))
