@@ -28,6 +28,7 @@ from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.decide import decide
 from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
+from factrail.policy.trigger import due, lines
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore, output_id
 from factrail.stores.state import (
@@ -96,16 +97,6 @@ class TurnResult:
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Lines:
-    """The trigger lines for one request, in estimated tokens of the calibrated count."""
-
-    trigger: int
-    soft: int
-    need: int
-    """Tokens at which the next compaction is due (the soft line, or later after hysteresis)."""
-
-
 def by_prefix(model: str, table: Mapping[str, int]) -> int | None:
     """The value for `model` by longest matching prefix (case-insensitive, provider/ dropped)."""
     name = model.rsplit("/", 1)[-1].lower()
@@ -131,21 +122,9 @@ def trigger_for(model: str, config: CompactorConfig) -> int:
 
 
 def rearm_gap(trigger: int, rearm: int) -> int:
-    """The configured re-arm gap, or an eighth of the trigger."""
+    """The configured re-arm gap, or an eighth of the trigger (one compaction, then room for
+    about an eighth of the trigger of new context before the next is due)."""
     return rearm if rearm > 0 else math.ceil(trigger / 8)
-
-
-def lines_for(trigger: int, baseline: int | None, rearm: int) -> Lines:
-    """Soft line 5/6·T; after a compaction the next waits for baseline + the re-arm gap."""
-    soft = math.ceil(trigger * 5 / 6)
-    gap = rearm_gap(trigger, rearm)
-    if baseline is None:
-        return Lines(trigger=trigger, soft=soft, need=soft)
-    if baseline >= trigger:
-        # The last compaction could not get under the hard line (what is left is pinned):
-        # compacting again every turn would only break the prompt cache, so wait for the gap.
-        return Lines(trigger=trigger, soft=soft, need=baseline + gap)
-    return Lines(trigger=trigger, soft=soft, need=min(max(soft, baseline + gap), trigger))
 
 
 def session_key(header: str | None, doc: Document, model: str) -> str:
@@ -230,8 +209,8 @@ class SessionCompactor:
         )
         if trigger <= 0:
             return self._finish_without_compaction(result, doc, work, reapplied)
-        lines = lines_for(trigger, state.baseline_tokens, cfg.rearm_tokens)
-        if tokens < lines.need:
+        gap = rearm_gap(trigger, cfg.rearm_tokens)
+        if not due(tokens, lines(trigger, state.baseline_tokens, gap))[0]:
             return self._finish_without_compaction(result, doc, work, reapplied)
         return await self._compact(
             session, doc, work, reapplied, state, result, ratio, transcript, extra_tokens

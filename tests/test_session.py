@@ -13,10 +13,11 @@ from factrail.core.formats import openai_chat
 from factrail.core.model import input_json
 from factrail.judges.base import JudgeRound
 from factrail.judges.rules import RulesJudge
+from factrail.policy.trigger import lines
 from factrail.session import (
     CompactorConfig,
     SessionCompactor,
-    lines_for,
+    rearm_gap,
     session_key,
     trigger_for,
 )
@@ -156,11 +157,11 @@ async def test_hysteresis_waits_for_the_rearm_gap() -> None:
 
 
 def test_lines_soft_line_and_gap() -> None:
-    lines = lines_for(120_000, None, 0)
-    assert lines.soft == 100_000 and lines.need == 100_000
-    after = lines_for(120_000, 90_000, 0)
+    first = lines(120_000, None, rearm_gap(120_000, 0))
+    assert first.soft == 100_000 and first.need == 100_000
+    after = lines(120_000, 90_000, rearm_gap(120_000, 0))
     assert after.need == 105_000
-    capped = lines_for(120_000, 118_000, 40_000)
+    capped = lines(120_000, 118_000, 40_000)
     assert capped.need == 120_000
 
 
@@ -254,7 +255,7 @@ async def test_briefed_inputs_are_reapplied_with_their_results(tmp_path: Path) -
 
 
 def test_a_compaction_stuck_past_the_hard_line_waits_for_the_gap() -> None:
-    stuck = lines_for(120_000, 130_000, 0)
+    stuck = lines(120_000, 130_000, rearm_gap(120_000, 0))
     assert stuck.need == 145_000
 
 
