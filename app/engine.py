@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from app.settings import Settings
-from factrail.core.formats import openai_chat, responses
+from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
@@ -50,7 +50,8 @@ class Engine:
     compactor: Compactor
     session_key: SessionKey
     parsers: Mapping[str, Parser]
-    """Body field → parser: `messages` (chat completions), `input` (Responses)."""
+    """Parser key → parser: `messages` (chat completions), `input` (Responses), `anthropic`
+    (Messages API; the gateway adds the top-level `system` to the system texts)."""
 
 
 def compactor_config(settings: Settings) -> CompactorConfig:
@@ -138,5 +139,9 @@ def build_engine(
     return Engine(
         compactor=compactor,
         session_key=session_key,
-        parsers={"messages": openai_chat.parse, "input": responses.parse},
+        parsers={
+            "messages": openai_chat.parse,
+            "input": responses.parse,
+            "anthropic": anthropic.parse,
+        },
     )

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -25,12 +25,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from app.engine import Engine
-from app.errors import openai_error
+from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.settings import Settings
 from app.upstream import request_headers, response_headers, upstream_url
 from app.usage import StreamUsage, body_prompt_tokens
+from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
 from factrail.session import TurnResult
 
@@ -46,7 +47,7 @@ COMPACTIONS_HEADER = "x-factrail-compactions"
 
 
 class RequestRejected(Exception):
-    """A request the gateway answers itself (400, 413) in the OpenAI error shape."""
+    """A request the gateway answers itself (400, 413) in the route's error shape."""
 
     def __init__(self, status: int, message: str, code: str) -> None:
         super().__init__(message)
@@ -55,17 +56,28 @@ class RequestRejected(Exception):
         self.code = code
 
 
+Provider = Literal["openai", "anthropic"]
+
+
 @dataclass(frozen=True)
 class Route:
-    """A proxied route: its metric label and, for compaction routes, the transcript field."""
+    """A proxied route: its metric label, upstream provider and, for compaction routes, where
+    the transcript lives (`field`), which parser reads it and which field holds the system
+    prompt."""
 
     label: str
     field: str | None = None
+    provider: Provider = "openai"
+    parser: str | None = None
+    """Key in `Engine.parsers`; defaults to `field`."""
+    system: str | None = None
 
 
 CHAT = Route("chat_completions", "messages")
 RESPONSES = Route("responses", "input")
 PASSTHROUGH = Route("passthrough")
+MESSAGES = Route("messages", "messages", "anthropic", parser="anthropic", system="system")
+ANTHROPIC_PASSTHROUGH = Route("passthrough", provider="anthropic")
 
 
 @dataclass
@@ -123,7 +135,7 @@ class Gateway:
             response = await self._forward(request, route, prepared, start)
         except RequestRejected as exc:
             outcome = "rejected"
-            response = openai_error(exc.status, exc.message, code=exc.code)
+            response = _error(route, exc.status, exc.message, exc.code)
         except ClientDisconnect:
             outcome = "client-gone"
             response = Response(status_code=499)
@@ -161,7 +173,7 @@ class Gateway:
             return Prepared(body)
         data = _load_object(body)
         items, model = data.get(route.field), data.get("model")
-        parse = self.engine.parsers.get(route.field)
+        parse = self.engine.parsers.get(route.parser or route.field)
         if not isinstance(items, list) or not isinstance(model, str) or parse is None:
             return Prepared(body)
         phase = "parse"
@@ -169,12 +181,12 @@ class Gateway:
             if self.settings.test_fail_compaction:
                 phase = "injected"
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
-            doc = parse(items)
+            doc = _with_system(parse(items), _system_text(data, route))
             session = self.engine.session_key(header, doc, model)
             phase = "compact"
             started = time.perf_counter()
             result = await self.engine.compactor.compact(
-                session, doc, model=model, extra_tokens=_extra_tokens(data)
+                session, doc, model=model, extra_tokens=_extra_tokens(data, route)
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             if result.document is None:
@@ -190,7 +202,7 @@ class Gateway:
     async def _forward(
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Response:
-        url = upstream_url(self.settings.upstream_url, request.url.path, request.url.query)
+        url = upstream_url(self._upstream_base(route), request.url.path, request.url.query)
         upstream_request = self.client.build_request(
             request.method,
             url,
@@ -202,9 +214,9 @@ class Gateway:
         try:
             upstream = await self.client.send(upstream_request, stream=True)
         except httpx.TimeoutException:
-            return _transport_error(504, "the upstream did not answer in time", prepared)
+            return _transport_error(route, 504, "the upstream did not answer in time", prepared)
         except httpx.TransportError:
-            return _transport_error(502, "the upstream could not be reached", prepared)
+            return _transport_error(route, 502, "the upstream could not be reached", prepared)
         self.metrics.upstream.observe(time.perf_counter() - sent)
         headers = response_headers(upstream.headers)
         headers[OUTCOME_HEADER] = prepared.outcome
@@ -222,13 +234,20 @@ class Gateway:
         try:
             content = await upstream.aread()
         except httpx.TimeoutException:
-            return _transport_error(504, "the upstream response timed out", prepared)
+            return _transport_error(route, 504, "the upstream response timed out", prepared)
         except httpx.TransportError:
-            return _transport_error(502, "the upstream response was cut", prepared)
+            return _transport_error(route, 502, "the upstream response was cut", prepared)
         finally:
             await upstream.aclose()
         self._observe(prepared, body_prompt_tokens(content))
         return Response(content, status_code=upstream.status_code, headers=headers)
+
+    def _upstream_base(self, route: Route) -> str:
+        """The upstream base URL of the route's provider, ending in `/v1`."""
+        if route.provider == "openai":
+            return self.settings.upstream_url
+        base = self.settings.anthropic_upstream_url.rstrip("/")
+        return base if base.endswith("/v1") else base + "/v1"
 
     async def _relay(self, upstream: httpx.Response, prepared: Prepared) -> AsyncIterator[bytes]:
         """The upstream bytes chunk by chunk; the upstream stream is closed however this ends."""
@@ -272,8 +291,21 @@ def _load_object(body: bytes) -> dict[str, Any]:
     return data
 
 
-def _extra_tokens(data: dict[str, Any]) -> int:
-    """Estimated tokens outside the transcript: tool definitions and Responses `instructions`."""
+def _system_text(data: dict[str, Any], route: Route) -> str:
+    """The route's top-level system prompt (a string or text blocks) as text; "" when none."""
+    return join_text(data.get(route.system)) if route.system else ""
+
+
+def _with_system(doc: Document, system: str) -> Document:
+    """`doc` with a top-level system prompt counted among its system texts (the session key)."""
+    if system:
+        doc.system_texts.append(system)
+    return doc
+
+
+def _extra_tokens(data: dict[str, Any], route: Route) -> int:
+    """Estimated tokens outside the transcript: tool definitions, Responses `instructions` and
+    a top-level system prompt (Anthropic `system`)."""
     extra = 0
     tools = data.get("tools")
     if tools:
@@ -281,15 +313,22 @@ def _extra_tokens(data: dict[str, Any]) -> int:
     instructions = data.get("instructions")
     if isinstance(instructions, str):
         extra += estimate_tokens(instructions)
+    system = _system_text(data, route)
+    if system:
+        extra += estimate_tokens(system)
     return extra
 
 
-def _transport_error(status: int, message: str, prepared: Prepared) -> Response:
+def _error(
+    route: Route, status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> Response:
+    """An error the gateway answers itself, in the error shape of the route's provider."""
+    if route.provider == "anthropic":
+        return anthropic_error(status, message, headers=headers)
+    type_ = "upstream_error" if status >= 500 else "invalid_request_error"
+    return openai_error(status, message, type_=type_, code=code, headers=headers)
+
+
+def _transport_error(route: Route, status: int, message: str, prepared: Prepared) -> Response:
     code = "upstream_timeout" if status == 504 else "upstream_unreachable"
-    return openai_error(
-        status,
-        message,
-        type_="upstream_error",
-        code=code,
-        headers={OUTCOME_HEADER: prepared.outcome},
-    )
+    return _error(route, status, message, code, {OUTCOME_HEADER: prepared.outcome})

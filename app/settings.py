@@ -62,6 +62,8 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FACTRAIL_", extra="ignore")
 
     upstream_url: str = "https://api.openai.com/v1"
+    anthropic_upstream_url: str = "https://api.anthropic.com"
+    """Where `/v1/messages*` go; `/v1` is added unless the URL already ends in it."""
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     max_connections: int = 200

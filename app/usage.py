@@ -10,21 +10,35 @@ MAX_PENDING = 1 << 20
 """An SSE event longer than this is not inspected (usage events are small)."""
 
 
+ANTHROPIC_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+"""Anthropic reports cached prompt tokens apart from `input_tokens`; the prompt is their sum."""
+
+
 def prompt_tokens(payload: Any) -> int | None:
-    """`usage.prompt_tokens` (chat), `usage.input_tokens` (Responses) or the same under
-    `response` (a Responses stream's `response.completed` event)."""
+    """Prompt tokens reported in a response body or SSE event.
+
+    `usage.prompt_tokens` (chat), else the sum of `usage.input_tokens` and Anthropic's
+    `cache_read_input_tokens` / `cache_creation_input_tokens` (Responses has only the first).
+    The usage may sit under `response` (a Responses stream's `response.completed`) or `message`
+    (an Anthropic stream's `message_start`).
+    """
     if not isinstance(payload, dict):
         return None
     usage = payload.get("usage")
-    if not isinstance(usage, dict) and isinstance(payload.get("response"), dict):
-        usage = payload["response"].get("usage")
+    for holder in ("response", "message"):
+        if not isinstance(usage, dict) and isinstance(payload.get(holder), dict):
+            usage = payload[holder].get("usage")
     if not isinstance(usage, dict):
         return None
-    for key in ("prompt_tokens", "input_tokens"):
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    chat = usage.get("prompt_tokens")
+    if _count(chat) > 0:
+        return _count(chat)
+    total = sum(_count(usage.get(key)) for key in ANTHROPIC_INPUT_KEYS)
+    return total if total > 0 else None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def body_prompt_tokens(body: bytes) -> int | None:

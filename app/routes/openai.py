@@ -1,4 +1,7 @@
-"""The OpenAI-compatible surface: compaction routes and a pass-through for the rest of `/v1/`."""
+"""The OpenAI-compatible surface: compaction routes and a pass-through for the rest of `/v1/`.
+
+The Anthropic routes (`/v1/messages*`) are included first, so the catch-all never takes them.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from app.proxy import CHAT, PASSTHROUGH, RESPONSES, Gateway
+from app.routes import PASSTHROUGH_METHODS, anthropic
 
 router = APIRouter()
-PASSTHROUGH_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+router.include_router(anthropic.router)
 
 
 def _gateway(request: Request) -> Gateway:

@@ -212,23 +212,40 @@ class _Engine:
         return None
 
 
-def _tokens_of(m: Message) -> int:
-    return (
-        estimate_tokens(m.text)
-        + sum(estimate_tokens(compact_json(u.input)) for u in m.tool_uses)
-        + sum(estimate_tokens(r.text) for r in m.tool_results)
-    )
+def _tokens_of(messages: Sequence[Message]) -> tuple[int, dict[int, int]]:
+    """The transcript's size, and each result's size by the result object's `id`."""
+    sizes: dict[int, int] = {}
+    total = 0
+    for m in messages:
+        total += estimate_tokens(m.text)
+        total += sum(estimate_tokens(compact_json(u.input)) for u in m.tool_uses)
+        for r in m.tool_results:
+            sizes[id(r)] = n = estimate_tokens(r.text)
+            total += n
+    return total, sizes
+
+
+def _size(engine: _Engine, slot: _Slot, texts: Mapping[str, str]) -> int:
+    """The size of the slot's text in `texts` (its chosen render's, unless pooling changed it)."""
+    text = texts[slot.tool_use_id]
+    r = engine.render(slot, slot.tier)
+    return r.tokens if text is r.text else estimate_tokens(text)
 
 
 def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> tuple[int, int]:
-    """Move results to stricter tiers by best gain per lost fact token until `need` is met."""
-    heap: list[tuple[float, int, int, int]] = []
+    """Move results to stricter tiers by best gain per lost fact token until `need` is met.
+
+    A slot enters the heap with its current size as a bound on its next move's score (a move
+    never gains more than the whole render); a bound reaching the top is replaced by the exact
+    move, so only the moves that could come first are ever rendered. An exact move at the top
+    beats every bound below it, hence every slot's true move: the order is that of scoring
+    every slot up front (ties go to the oldest).
+    """
+    heap: list[tuple[float, int, int, int]] = []  # (-score, order, tier, gain); tier -1: bound
 
     def push(slot: _Slot) -> None:
-        move = engine.next_move(slot)
-        if move is not None:
-            score, tier, gain = move
-            heapq.heappush(heap, (-score, slot.order, tier, gain))
+        if not slot.final:
+            heapq.heappush(heap, (-float(engine.render(slot, slot.tier).tokens), slot.order, -1, 0))
 
     if after > need:
         for slot in slots:
@@ -236,6 +253,12 @@ def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> t
     while after > need and heap:
         _, order, tier, gain = heapq.heappop(heap)
         slot = slots[order]
+        if tier < 0:
+            move = engine.next_move(slot)
+            if move is not None:
+                score, tier, gain = move
+                heapq.heappush(heap, (-score, order, tier, gain))
+            continue
         slot.tier = tier
         after -= gain
         push(slot)
@@ -333,7 +356,7 @@ def apply(
     for m in messages:
         for u in m.tool_uses:
             uses.setdefault(u.tool_use_id, u)
-    before = sum(_tokens_of(m) for m in messages)
+    before, sizes = _tokens_of(messages)
     rerunnable = rerunnable_ids(messages)
     slots: list[_Slot] = []
     seen: set[str] = set()
@@ -349,7 +372,7 @@ def apply(
                     tool_use_id=rid,
                     order=len(slots),
                     text=r.text,
-                    tokens=estimate_tokens(r.text),
+                    tokens=sizes[id(r)],
                     is_error=r.is_error,
                     rerunnable=readable and not r.is_error and not read_is_observation(r.text),
                     final=rid in final or is_compacted(r.text),
@@ -368,8 +391,7 @@ def apply(
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}
     if selection.value and selection.pool:
         _pool(engine, slots, texts, messages)
-        after = before - brief_gain - sum(s.tokens - estimate_tokens(texts[s.tool_use_id])
-                                          for s in slots)  # fmt: skip
+        after = before - brief_gain - sum(s.tokens - _size(engine, s, texts) for s in slots)
     hard_need = before * (1 - reduction.hard)
     if reduction.hard > 0 and after > hard_need:
         evicting = _brief_old_inputs(slots, uses, briefed, after, hard_need)

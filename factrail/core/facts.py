@@ -116,7 +116,9 @@ def fact_score(unit: str) -> int:
 _PATH_LEADS = (b"\n", b" ", b"\t", b"\r", b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\x1f",
                b'"', b"'", b"(", b"=")  # fmt: skip
 """What may stand before a path's first `/`: a unit start (its newline), `\\s`, a quote."""
-_NEEDLES: tuple[tuple[bytes, ...], ...] = (
+_SPACE = rb"[ \t\n\r\x0b\x0c\x1c-\x1f]"
+"""`\\s` on ASCII text (a unit's own newline included)."""
+_NEEDLES: tuple[tuple[bytes, ...] | re.Pattern[bytes], ...] = (
     (b"error", b"fail", b"exception", b"traceback", b"denied", b"refused", b"invalid",
              b"not found", b"time", b"fatal", b"panic", b"warning"),
     (b"FAIL", b"ERR"),
@@ -125,15 +127,16 @@ _NEEDLES: tuple[tuple[bytes, ...], ...] = (
     (b"0.0",),
     (b"hhhhhhh",),
     (b"0.0", b"localhost:"),
-    (b"pid", b"port", b"exit", b"rc", b"code", b"size", b"bytes", b"pass", b"fail",
-            b"test", b"total", b"count"),
+    re.compile(rb"(?:pid|port|exit|rc|code|size|bytes|pass|fail|test|total|count)(?:ed|s)?"
+               rb"(?:" + _SPACE + rb"|[:=])*0"),
     (b"ms", b"kb", b"mb", b"gb", b"bytes", b"tokens", b"line", b"file", b"%"),
     (b"0000",),
-    (b".j", b".t", b".c", b".m", b".p", b".y", b".lo", b".r", b".g", b".s"),
+    re.compile(rb"\.(?:[cm]?[jt]sx?|py|json|ya?ml|md|toml|txt|log|rs|go|sh|ps0|cmd|lock|sql)"),
     (b"message_id", b"ticket", b"confirm", b"sent", b"delivered", b"created", b"updated",
              b"deleted", b"order", b"transaction", b"commit"),
 )  # fmt: skip
-"""Per pattern: literals one of which every match contains (or ends on, for a path).
+"""Per pattern: literals one of which every match contains (or ends on, for a path), or a
+looser form of the pattern that every match matches.
 
 Looked up in folded views of the units, each after a newline: lower case with every digit as
 `0` (`FAIL`/`ERR` in the text as it is, hex ids with every hex digit as `h`).
@@ -172,6 +175,19 @@ def _units_with(view: bytes, needles: tuple[bytes, ...], starts: list[int]) -> s
     return out
 
 
+def _units_matching(view: bytes, finder: re.Pattern[bytes], starts: list[int]) -> set[int]:
+    """The units (by start offset in `view`) where a match of `finder` starts."""
+    out: set[int] = set()
+    last = len(starts) - 1
+    search = finder.search
+    m = search(view)
+    while m is not None:
+        i = bisect_right(starts, m.start()) - 1
+        out.add(i)
+        m = search(view, starts[i + 1]) if i < last else None
+    return out
+
+
 def units_holding(units: Sequence[str], needles: tuple[bytes, ...]) -> set[int] | None:
     """The indexes of the units whose folded text (ASCII lower case, digits as `0`) holds one of
     `needles` (no newline in them), or None when folding could hide one (see `unit_scores`)."""
@@ -207,7 +223,10 @@ def unit_scores(units: Sequence[str]) -> list[int]:
     scores = [0] * len(units)
     for k, (pattern, needles) in enumerate(zip(PATTERNS, _NEEDLES, strict=True)):
         view = raw if k == 1 else hexed if k == 5 else folded
-        cands = _units_with(view, needles, starts)
+        if isinstance(needles, re.Pattern):
+            cands = _units_matching(view, needles, starts)
+        else:
+            cands = _units_with(view, needles, starts)
         if k == 1 and ("✖" in joined or "✗" in joined):
             cands.update(i for i, u in enumerate(units) if "✖" in u or "✗" in u)
         search = pattern.search
