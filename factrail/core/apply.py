@@ -39,6 +39,8 @@ from factrail.core.value import (
     ValueContext,
     ValueParts,
     message_contexts,
+    middle_tokens,
+    occurrences,
     pool,
     token_values,
 )
@@ -140,6 +142,7 @@ class _Engine:
         self.contexts: dict[str, ValueContext] = {}
         self.score = FactScores()
         self.tokens = TokenSets()
+        self.own: dict[str, float] = {}
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
@@ -193,7 +196,9 @@ class _Engine:
             ctx = self.contexts.get(slot.tool_use_id)
             if ctx is None:
                 ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
-            values = token_values(slot.text, ctx, self.tokens(middle))
+            seen = occurrences(slot.text)
+            wanted = middle_tokens(slot.text, stub.head_end, stub.tail_start, seen)
+            values = token_values(slot.text, ctx, wanted, self.own, seen)
             plan = Middle(middle, values, score=self.score, tokens=self.tokens)
             slot.middles[cut] = plan
         return plan

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -105,13 +105,33 @@ def occurrences(text: str) -> dict[str, tuple[int, int]]:
     return token_occurrences(text)
 
 
+def _clean_cut(text: str, at: int) -> bool:
+    """Whether no token can straddle `at` (a newline touches it; no token holds one)."""
+    return at <= 0 or at >= len(text) or text[at - 1] == "\n" or text[at] == "\n"
+
+
+def middle_tokens(
+    text: str, start: int, end: int, seen: Mapping[str, tuple[int, int]] | None = None
+) -> set[str]:
+    """`toks(text[start:end])`; when both cuts are clean, from the match counts of the whole
+    text (`seen`, from `occurrences`) less those of the short head and tail."""
+    if not (_clean_cut(text, start) and _clean_cut(text, end)):
+        return toks(text[start:end])
+    counts = occurrences(text) if seen is None else seen
+    head = occurrences(text[:start])
+    tail = occurrences(text[end:])
+    none = (0, 0)
+    return {t for t, (n, _) in counts.items() if n > head.get(t, none)[0] + tail.get(t, none)[0]}
+
+
 _W0, _W1, _W2, _W3, _W4, _W5, _W6, _W7, _W8, _W9, _W10, _W11, _W12 = _W
 
 
-def _value(t: str, seen: tuple[int, int], size: int, ctx: ValueContext) -> float:
+def _own(t: str) -> float:
+    """The first six terms of a token's linear score: the ones that depend on the token alone."""
     n = len(t)
     digits = len(t) - len(t.translate(_DROP_DIGITS))
-    z = _Z0 + (
+    return (
         0
         + _W0 * (1.0 if digits else 0.0)
         + _W1 * (1.0 if ("/" in t or "\\" in t) else 0.0)
@@ -119,25 +139,48 @@ def _value(t: str, seen: tuple[int, int], size: int, ctx: ValueContext) -> float
         + _W3 * (1.0 if _HEX.match(t) else 0.0)
         + _W4 * math.log(n)
         + _W5 * (digits / n)
-        + _W6 * math.log1p(seen[0])
-        + _W7 * (1.0 if t in ctx.input else 0.0)
-        + _W8 * (1.0 if t in ctx.user else 0.0)
-        + _W9 * math.log1p(ctx.dist)
-        + _W10 * (seen[1] / size)
-        + _W11 * math.log(size)
-        + _W12 * (1.0 if t in ctx.reused else 0.0)
     )
-    return 1.0 / (1.0 + math.exp(-z))
 
 
 def token_values(
-    text: str, ctx: ValueContext, tokens: Iterable[str] | None = None
+    text: str,
+    ctx: ValueContext,
+    tokens: Iterable[str] | None = None,
+    own: dict[str, float] | None = None,
+    seen: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, float]:
-    """The value of each candidate token of the full result `text` (or of the given tokens)."""
+    """The value of each candidate token of the full result `text` (or of the given tokens).
+
+    `own` memoises the token-only terms across calls (the sum keeps its left-to-right order,
+    so every value is the same float); `seen` is `occurrences(text)` when known.
+    """
     size = max(len(text), 1)
-    seen = occurrences(text)
+    if seen is None:
+        seen = occurrences(text)
     wanted = toks(text) if tokens is None else tokens
-    return {t: _value(t, seen.get(t, (1, 0)), size, ctx) for t in wanted}
+    memo: dict[str, float] = {} if own is None else own
+    dist = _W9 * math.log1p(ctx.dist)
+    whole = _W11 * math.log(size)
+    inp, user, reused = ctx.input, ctx.user, ctx.reused
+    log1p, exp = math.log1p, math.exp
+    out: dict[str, float] = {}
+    for t in wanted:
+        head = memo.get(t)
+        if head is None:
+            head = memo[t] = _own(t)
+        count, first = seen.get(t, (1, 0))
+        z = _Z0 + (
+            head
+            + _W6 * log1p(count)
+            + _W7 * (1.0 if t in inp else 0.0)
+            + _W8 * (1.0 if t in user else 0.0)
+            + dist
+            + _W10 * (first / size)
+            + whole
+            + _W12 * (1.0 if t in reused else 0.0)
+        )
+        out[t] = 1.0 / (1.0 + exp(-z))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,19 +404,22 @@ class _Keys:
             self.lasts.add(runs[-1])
             self.longest = max(self.longest, len(core))
 
-    def cores_in(self, piece: str) -> Iterator[str]:
+    def cores_in(self, piece: str) -> list[str]:
         """The cores that are a span of whole runs of `piece` (a `_PIECE` match)."""
+        cores = self.by_core
+        if piece.isalnum():  # one run: only the piece itself can be a core
+            return [piece] if piece in cores else []
         runs = _ALNUM.findall(piece)
         firsts, lasts, longest = self.firsts, self.lasts, self.longest
         if firsts.isdisjoint(runs):
-            return
-        cores = self.by_core
+            return []
         spans: list[tuple[int, int, str]] = []
         at = 0
         for run in runs:
             at = piece.find(run, at)
             spans.append((at, at + len(run), run))
             at += len(run)
+        out: list[str] = []
         for i, (start, _, first) in enumerate(spans):
             if first not in firsts:
                 continue
@@ -381,7 +427,8 @@ class _Keys:
                 if end - start > longest:
                     break
                 if last in lasts and (core := piece[start:end]) in cores:
-                    yield core
+                    out.append(core)
+        return out
 
     def found(self, text: str, pieces: Iterable[str], memo: dict[str, list[str]]) -> set[str]:
         """The keys aligned in `text`, whose `_PIECE` matches are `pieces` (`memo`: the cores
@@ -390,7 +437,7 @@ class _Keys:
         for piece in pieces:
             cores = memo.get(piece)
             if cores is None:
-                cores = memo[piece] = list(self.cores_in(piece))
+                cores = memo[piece] = self.cores_in(piece)
             for core in cores:
                 for k in self.by_core[core]:
                     if k == core or _aligned_in(k, text):
@@ -423,22 +470,23 @@ def pool(
     covered: set[str] = set()
     for s in side:
         covered |= tokens(s)
-    if contain:
-        keys = {k for p in parts for k in p.values} - covered
-        covered |= contained(keys, "\x00".join(side))
+    index = _Keys({k for p in parts for k in p.values}) if contain else None
+    memo: dict[str, list[str]] = {}  # one index and one piece memo for the side and every stub
+    findall = _PIECE.findall
+    if index is not None:
+        joined = "\x00".join(side)
+        covered |= index.found(joined, set(findall(joined)), memo)
     room = sum(p.spend() for p in parts)
     cand_tokens: list[AbstractSet[str]] = []
     chars: list[int] = []
     values: list[Mapping[str, float]] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
-        rest = [p.units[k] for k in p.rest]
-        extra = contained_each(p.values, rest) if contain and _any_run(p.values) else None
-        for j, k in enumerate(p.rest):
-            unit = rest[j]
+        for k in p.rest:
+            unit = p.units[k]
             unit_tokens = frozenset(p.tokens[k] if p.tokens else tokens(unit))
-            if extra is not None:
-                unit_tokens |= extra[j]
+            if index is not None:
+                unit_tokens |= index.found(unit, findall(unit), memo).intersection(p.values)
             cand_tokens.append(unit_tokens)
             chars.append(len(unit))
             values.append(p.values)
@@ -449,8 +497,3 @@ def pool(
         n, k = owner[j]
         picks[n].append(k)
     return picks
-
-
-def _any_run(keys: Iterable[str]) -> bool:
-    search = _ALNUM.search
-    return any(search(k) for k in keys)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
+import random
+from typing import Any
+
+import pytest
+
+from factrail.core import apply as apply_module
 from factrail.core.apply import Reduction, Selection, apply, brief_value
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolResult, ToolUse
@@ -154,3 +161,53 @@ def test_mirror_follows_the_new_result() -> None:
     got = apply(messages, _rules(messages), reduction=Reduction(0.3, 0.0))
     uses = {u.tool_use_id: u for m in got.messages for u in m.tool_uses}
     assert uses["c0"].text == got.changed["c0"]
+
+
+def _escalate_eagerly(engine: Any, slots: list[Any], after: int, need: float) -> tuple[int, int]:
+    """Escalation as first written: every slot's next move scored up front."""
+    heap: list[tuple[float, int, int, int]] = []
+
+    def push(slot: Any) -> None:
+        move = engine.next_move(slot)
+        if move is not None:
+            score, tier, gain = move
+            heapq.heappush(heap, (-score, slot.order, tier, gain))
+
+    if after > need:
+        for slot in slots:
+            push(slot)
+    while after > need and heap:
+        _, order, tier, gain = heapq.heappop(heap)
+        slots[order].tier = tier
+        after -= gain
+        push(slots[order])
+    return after, max((s.tier for s in slots if not s.final), default=0)
+
+
+def _mixed(seed: int) -> list[Message]:
+    rng = random.Random(seed)
+    messages = [Message("user", "fix it")]
+    for i in range(rng.randint(3, 12)):
+        cid = f"m{i}"
+        size = rng.choice((30, 120, 400, 1500))
+        if rng.random() < 0.3:
+            use = ToolUse(cid, "Read", {"file_path": f"src/m{i}.py"})
+            out = "\n".join(f"x{j} = {rng.randint(0, 99999)}" for j in range(size))
+        else:
+            use = ToolUse(cid, "Bash", {"command": f"run {i}"})
+            out = _log(size, f"t{i}") if rng.random() < 0.7 else "\n".join(["same line"] * size)
+        messages.append(Message("assistant", f"call {i}", [use]))
+        messages.append(Message("user", "", tool_results=[ToolResult(cid, out)]))
+    return messages
+
+
+def test_lazy_escalation_makes_the_moves_of_scoring_every_slot_up_front(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cases = [(_mixed(seed), Reduction(target, 0.0)) for seed in range(8) for target in (0.3, 0.7)]
+    lazy = [apply(m, _rules(m), reduction=r) for m, r in cases]
+    monkeypatch.setattr(apply_module, "_escalate", _escalate_eagerly)
+    eager = [apply(m, _rules(m), reduction=r) for m, r in cases]
+    assert any(a.tier >= 2 for a in lazy)
+    for a, b in zip(lazy, eager, strict=True):
+        assert (a.tier, a.changed, a.tokens_after) == (b.tier, b.changed, b.tokens_after)

@@ -30,7 +30,7 @@ TOOLS = st.sampled_from(["Bash", "Read", "Grep", "WebFetch", "mcp__x__y"])
 INPUTS = st.fixed_dictionaries(
     {"command": st.sampled_from(["cat a.py", "pytest -q", "curl x", "x" * 300, "ls -la"])}
 )
-ACTIONS = st.sampled_from(["keep", "drop_result", "drop_call"])
+ACTIONS: st.SearchStrategy[Action] = st.sampled_from(["keep", "drop_result", "drop_call"])
 
 
 @st.composite

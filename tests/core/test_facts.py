@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from factrail.core.facts import (
     FACT_TOKEN,
     FactScores,
+    TokenSets,
     fact_lines,
     fact_score,
     fact_tokens,
     facts_reach,
     scored_units,
+    token_occurrences,
+    token_sets,
     toks,
+    toks_each,
     unit_scores,
     units,
+    units_holding,
 )
 from factrail.core.marks import full_output_phrase
 
@@ -143,3 +150,73 @@ def test_unit_scores_on_real_transcripts() -> None:
             for r in m.tool_results:
                 us = units(r.text)
                 assert unit_scores(us) == [fact_score(u) for u in us], path.name
+
+
+_TOKEN_CHARS = st.sampled_from(
+    [*"ab1_.:/-@#, \\nxZ9\t", "src/a_b.py", "9f3c2ab1", "v1.2.3", "\n", "é", "٣", "config.yaml"]
+)
+_TEXTS = st.lists(_TOKEN_CHARS, max_size=40).map("".join)
+_DIG_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
+_WORD_RUN = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
+
+
+def _toks_reference(s: str) -> dict[str, tuple[int, int]]:
+    """Candidate tokens as first written: every match, trimmed, then filtered."""
+    out: dict[str, tuple[int, int]] = {}
+    for regex, least in ((_DIG_RUN, 6), (_WORD_RUN, 8)):
+        for m in regex.finditer(s):
+            t = m.group().rstrip(".:,")
+            digit = re.search("[0-9]", t) is not None
+            keep = digit if regex is _DIG_RUN else any(c in t for c in "/_.") and not digit
+            if len(t) >= least and keep:
+                count, first = out.get(t, (0, m.start()))
+                out[t] = (count + 1, first)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TEXTS, max_size=8))
+def test_token_scans_equal_the_per_text_definition(texts: list[str]) -> None:
+    # toks, token_occurrences and the batched toks_each / TokenSets / token_sets agree with
+    # scanning each text on its own (units holding a newline take the per-unit path).
+    for s in texts:
+        assert toks(s) == set(_toks_reference(s))
+        assert token_occurrences(s) == _toks_reference(s)
+    want = [frozenset(_toks_reference(s)) for s in texts]
+    assert toks_each(texts) == want
+    memo = TokenSets()
+    assert memo.many(texts) == want
+    assert [memo(s) for s in texts] == want
+    assert token_sets(texts) == want
+    assert token_sets(texts, memo) == want
+    assert token_sets(texts, lambda s: toks(s)) == want
+    lines = [s.replace("\n", " ") for s in texts]
+    assert toks_each(lines) == [frozenset(_toks_reference(s)) for s in lines]
+
+
+_ERRORISH = re.compile(r"error|failed|not found|timed out", re.I)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_UNITS)
+def test_units_holding_finds_every_unit_a_case_blind_search_matches(us: list[str]) -> None:
+    held = units_holding(us, (b"error", b"failed", b"not found", b"timed out"))
+    want = {i for i, u in enumerate(us) if _ERRORISH.search(u)}
+    if held is not None:
+        assert want <= held
+
+
+_FINDER_CHARS = st.sampled_from(
+    [
+        *("passed", "PASS", "failed ", "tests", "count=", "Exit:", "rc", "src", "size\x1c", "9"),
+        *(".ps1", ".PS1", ".tsx", ".LOCK", "a.mjs", ".yml", ".ya", "\u017f", " ", "=", ":", "\n"),
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_FINDER_CHARS, max_size=10).map("".join), max_size=8))
+@example(["passed 9", "Failed: 3", "tests=4", "size\x1c9", "run.ps1", "a.LOCK", "x.mjs"])
+def test_unit_scores_looser_patterns_miss_no_match(us: list[str]) -> None:
+    # Counters (`pid 4`, `passed: 3`) and file names are found by looser byte patterns.
+    assert unit_scores(us) == [fact_score(u) for u in us]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 
 from hypothesis import given, settings
@@ -10,7 +12,10 @@ from hypothesis import strategies as st
 from factrail.core.facts import pick_fact_lines, scored_units, toks, units
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.value import (
+    BETA,
     INTERCEPT,
+    MU,
+    SD,
     Candidate,
     Middle,
     ValueContext,
@@ -19,6 +24,7 @@ from factrail.core.value import (
     contained_each,
     lazy_cover,
     message_contexts,
+    middle_tokens,
     occurrences,
     pool,
     token_values,
@@ -199,7 +205,8 @@ ERROR_PIECE = r"error|failed|exception|traceback|denied|not found|timed out"
 _LOG_LINES = st.sampled_from(
     ["row 1 took 5 ms id-00042x", "error: disk full at /srv/a1/b.log", "ok", "ok",
      "GET /api/v1/items/123 200 12ms", "commit 9f3c2ab1 updated src/main.rs", "  ",
-     "Traceback boom", "size=4096 bytes", "build/app_v2.bin", "x" * 230 + " tail_9.py"]
+     "Traceback boom", "size=4096 bytes", "build/app_v2.bin", "x" * 230 + " tail_9.py",
+     "Request TIMED OUT after 30s", "ERROR \u017f", "Not Found: /v1/\u212a"]
 )  # fmt: skip
 
 
@@ -209,4 +216,109 @@ def test_middle_parts_equal_value_parts_at_every_budget(middle: str, budgets: li
     values = token_values(middle, CTX)
     plan = Middle(middle, values)
     for budget in budgets:
-        assert plan.parts(budget) == _value_parts_reference(middle, budget, values)
+        parts = plan.parts(budget)
+        assert parts == _value_parts_reference(middle, budget, values)
+        assert list(parts.tokens) == [frozenset(toks(u)) for u in parts.units]
+
+
+def _value_reference(t: str, seen: tuple[int, int], size: int, ctx: ValueContext) -> float:
+    """One token's value as the model defines it: the logistic of 13 standardised features."""
+    digits = sum(c.isdigit() and c.isascii() for c in t)
+    features = (
+        1.0 if digits else 0.0,
+        1.0 if ("/" in t or "\\" in t) else 0.0,
+        1.0 if re.search(r"\.[A-Za-z]{1,5}\Z", t) else 0.0,
+        1.0 if re.match(r"[0-9a-fA-F]{8,}\Z", t) else 0.0,
+        math.log(len(t)),
+        digits / len(t),
+        math.log1p(seen[0]),
+        1.0 if t in ctx.input else 0.0,
+        1.0 if t in ctx.user else 0.0,
+        math.log1p(ctx.dist),
+        seen[1] / size,
+        math.log(size),
+        1.0 if t in ctx.reused else 0.0,
+    )
+    z = INTERCEPT - sum(b / s * m for b, s, m in zip(BETA, SD, MU, strict=True))
+    z += sum((b / s * x for b, s, x in zip(BETA, SD, features, strict=True)), 0.0)
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_LOG_LINES, max_size=30).map("\n".join), min_size=1, max_size=4))
+def test_token_values_equal_the_model_with_a_shared_memo(texts: list[str]) -> None:
+    # The token-only terms memoised across results give the very same floats.
+    own: dict[str, float] = {}
+    ctx = ValueContext(input="id-00042x", user="fix src/main.rs", dist=2, reused=frozenset())
+    for text in texts:
+        seen = occurrences(text)
+        size = max(len(text), 1)
+        want = {t: _value_reference(t, seen[t], size, ctx) for t in toks(text)}
+        assert token_values(text, ctx) == want
+        assert token_values(text, ctx, own=own) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(_LOG_LINES, max_size=40).map("\n".join), min_size=1, max_size=3))
+def test_pool_with_planned_unit_tokens_equals_tokenising_the_units(middles: list[str]) -> None:
+    parts = [value_parts(m, 300, token_values(m, CTX)) for m in middles]
+    bare = [dataclasses.replace(p, tokens=()) for p in parts]
+    side = ["saw build/app_v2.bin and id-00042x"]
+    assert pool(parts, side) == pool(bare, side)
+    assert pool(parts, side, contain=False) == pool(bare, side, contain=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXTS, st.integers(0, 60), st.integers(0, 60))
+def test_middle_tokens_equal_tokenising_the_middle(text: str, a: int, b: int) -> None:
+    start, end = sorted((a, b))
+    assert middle_tokens(text, start, end) == toks(text[start:end])
+    lines = "\n".join([text, "x id-00042x build/app_v2.bin", text, "req-0042af done", text])
+    cut = lines.index("\n", len(text) + 1)
+    tail = lines.rindex("\n") + 1
+    assert middle_tokens(lines, cut, tail, occurrences(lines)) == toks(lines[cut:tail])
+
+
+def _pool_reference(parts: list[ValueParts], side: list[str], contain: bool) -> list[list[int]]:
+    """pool as first written: the side's keys, then each stub's own keys in its units."""
+    covered: set[str] = set()
+    for s in side:
+        covered |= toks(s)
+    if contain:
+        keys = {k for p in parts for k in p.values} - covered
+        covered |= contained(keys, "\x00".join(side))
+    cands: list[Candidate] = []
+    owner: list[tuple[int, int]] = []
+    for n, p in enumerate(parts):
+        rest = [p.units[k] for k in p.rest]
+        extra = contained_each(p.values, rest) if contain else [set[str]() for _ in rest]
+        for j, k in enumerate(p.rest):
+            cands.append(Candidate(frozenset(toks(rest[j])) | extra[j], len(rest[j]), p.values))
+            owner.append((n, k))
+    picks: list[list[int]] = [[] for _ in parts]
+    for j in lazy_cover(cands, covered, sum(p.spend() for p in parts)):
+        n, k = owner[j]
+        picks[n].append(k)
+    return picks
+
+
+_POOL_LINES = st.sampled_from(
+    ["GET /api/v1/items/123 200", "see /api/v1/items done", "id-00042x ok", "id-00042x-b7 ok",
+     "src/main.rs:12 warn", "main.rs built", "build/app_v2.bin 4096", "x" * 40, "v1.2.3-rc1",
+     "note 1.2.3 ok", "error: id-00042x failed"]
+)  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.lists(_POOL_LINES, max_size=25).map("\n".join), min_size=1, max_size=3),
+    st.lists(st.lists(_POOL_LINES, max_size=4).map(" ".join), max_size=3),
+    st.integers(0, 3),
+)
+def test_pool_with_one_shared_index_equals_the_per_stub_definition(
+    middles: list[str], side: list[str], dist: int
+) -> None:
+    ctxs = [ValueContext(input="", user="", dist=dist + i, reused=frozenset()) for i in range(3)]
+    parts = [value_parts(m, 200, token_values(m, ctxs[i])) for i, m in enumerate(middles)]
+    for contain in (True, False):
+        assert pool(parts, side, contain=contain) == _pool_reference(parts, side, contain)
