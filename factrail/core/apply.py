@@ -399,8 +399,12 @@ def apply(
         after = before - brief_gain - sum(s.tokens - _size(engine, s, texts) for s in slots)
     hard_need = before * (1 - reduction.hard)
     if reduction.hard > 0 and after > hard_need:
-        evicting = _brief_old_inputs(slots, uses, briefed, after, hard_need)
-        evicting = _last_resort(slots, texts, evicting, hard_need)
+        # Past the hard line the oldest give way down to the target, not just under the line:
+        # each compaction costs the prompt cache from its first change, so one deep cut beats
+        # a shallow one every few turns.
+        need = min(hard_need, before * (1 - reduction.target))
+        evicting = _brief_old_inputs(slots, uses, briefed, after, need)
+        evicting = _last_resort(slots, texts, evicting, need)
         if evicting != after:
             tier = LAST_RESORT_TIER
         after = evicting
