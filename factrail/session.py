@@ -7,6 +7,7 @@ apply the fact rails, save the full outputs before anything is returned, persist
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import math
@@ -16,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from factrail.core.apply import apply
+from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.formats.base import Document
 from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
 from factrail.core.model import Action, Message, collect_tool_calls, input_json, is_prompt
@@ -249,17 +250,12 @@ class SessionCompactor:
         trigger_est = result.trigger_tokens / ratio
         gap = rearm_gap(result.trigger_tokens, cfg.rearm_tokens) / ratio
         reduction = pressure(transcript + extra_tokens, trigger_est, transcript, gap).reduction()
-        applied = apply(
-            work,
-            decisions,
-            reduction=reduction,
-            head_chars=cfg.head_chars,
-            final=frozenset(reapplied),
+        # The rails are CPU-bound and saving outputs is file I/O: off the event loop, so other
+        # requests (and streams) keep flowing while a large transcript is compacted.
+        applied, originals, saved = await asyncio.to_thread(
+            self._apply_and_save, session, doc, work, decisions, reduction, reapplied, state, result
         )
         messages = applied.messages
-        originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
-        saved = self._save_outputs(session, applied.changed, originals, messages, result)
-        self._save_inputs(session, applied.briefed, doc.messages, state)
 
         reduced = 0
         for tool_use_id, text in applied.changed.items():
@@ -293,6 +289,30 @@ class SessionCompactor:
         result.reduced = reduced
         result.compactions = state.compactions
         return result
+
+    def _apply_and_save(
+        self,
+        session: str,
+        doc: Document,
+        work: list[Message],
+        decisions: Mapping[str, Action],
+        reduction: Reduction,
+        reapplied: set[str],
+        state: SessionState,
+        result: TurnResult,
+    ) -> tuple[Applied, dict[str, str], dict[str, str]]:
+        """Apply the rails, then save every newly reduced original (and briefed argument)."""
+        applied = apply(
+            work,
+            decisions,
+            reduction=reduction,
+            head_chars=self.config.head_chars,
+            final=frozenset(reapplied),
+        )
+        originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
+        saved = self._save_outputs(session, applied.changed, originals, applied.messages, result)
+        self._save_inputs(session, applied.briefed, doc.messages, state)
+        return applied, originals, saved
 
     async def _decide(
         self,
