@@ -312,6 +312,10 @@ class SessionCompactor:
         originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
         saved = self._save_outputs(session, applied.changed, originals, applied.messages, result)
         self._save_inputs(session, applied.briefed, doc.messages, state)
+        if self.outputs is not None:
+            # Saved outputs expire after 30 days; the sweep runs at most once a day.
+            with contextlib.suppress(OSError):
+                self.outputs.maybe_expire(self._clock())
         return applied, originals, saved
 
     async def _decide(

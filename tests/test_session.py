@@ -292,3 +292,19 @@ async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path:
         saved = tmp_path / "outputs" / "w" / f"{u.tool_use_id}.input.txt"
         assert json.loads(saved.read_text())["content"].startswith("line 0 of the module")
     assert texts(result.document) == texts(wire)
+
+
+async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:
+    import os
+    import time
+
+    old = tmp_path / "outputs" / "gone" / "call_x.txt"
+    old.parent.mkdir(parents=True)
+    old.write_text("stale")
+    month_ago = time.time() - 31 * 86400
+    os.utime(old, (month_ago, month_ago))
+    c, _ = compactor(16000, tmp_path)
+    result = await c.compact("s", openai_chat.parse(chat(30)))
+    assert result.outcome == "compacted"
+    assert not old.exists()
+    assert (tmp_path / "outputs" / "s").is_dir()
