@@ -7,6 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No per-example deadline (a loaded 2-core CI machine is slow) and a fixed example sequence, so a
+# run is reproducible; set FACTRAIL_HYPOTHESIS=explore to draw fresh examples locally.
+settings.register_profile("ci", deadline=None, derandomize=True)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("FACTRAIL_HYPOTHESIS", "ci"))
 
 CORPUS_DIR = Path(
     os.environ.get(

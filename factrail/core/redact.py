@@ -235,7 +235,15 @@ def _family_replacer(family: _Family) -> Replace:
     return lambda text, m: None if _is_placeholder(text[m.start() : m.end()]) else marker
 
 
-_AUTH_REPLACER = _value_replacer(3, lambda v: not (v.isascii() and v.isalpha()), "bearer")
+def _auth_value_is_secret(value: str) -> bool:
+    """An auth-scheme value is a credential unless it reads as a word (`Bearer authentication`,
+    `Token based`): all ASCII letters, and either short or in one ordinary case."""
+    if not (value.isascii() and value.isalpha()):
+        return True
+    return len(value) > 24 or not (value.islower() or value.istitle() or len(value) <= 16)
+
+
+_AUTH_REPLACER = _value_replacer(3, _auth_value_is_secret, "bearer")
 _SLOT_REPLACER = _value_replacer(1, _is_slot_secret, "named")
 _FLAG_VALUE_REPLACER = _value_replacer(2, _is_slot_secret, "named")
 

@@ -225,3 +225,13 @@ def secrets(draw: st.DrawFn) -> str:
 def test_no_generated_secret_survives(secret: str, before: str, after: str, sep: str) -> None:
     out = redact(before + sep + secret + sep[::-1] + after).text
     assert secret not in out
+
+
+def test_all_letter_bearer_tokens_are_secrets_but_words_are_not() -> None:
+    token = "AAAAAAAA" + "AAAAAAAAAABC"
+    assert (
+        redact("Authorization: Bearer " + token).text == "Authorization: Bearer [REDACTED:bearer]"
+    )
+    assert redact("Bearer " + "abcdefghij" * 3).count == 1
+    for prose in ("Bearer authentication is used", "Token based auth", "Basic Realm"):
+        assert redact(prose).text == prose
