@@ -21,7 +21,8 @@ _DIGIT = re.compile(r"[0-9]")
 _TRAILING = ".:,"
 
 
-def _fit(items: list[str], room: int) -> tuple[list[str], int]:
+def _listed(label: str, items: list[str], room: int) -> str:
+    """`<label>: a, b (+N more)` with as many items as fit in `room` chars, else ``."""
     kept: list[str] = []
     used = 0
     for item in items:
@@ -29,7 +30,11 @@ def _fit(items: list[str], room: int) -> tuple[list[str], int]:
             break
         kept.append(item)
         used += len(item) + 2
-    return kept, len(items) - len(kept)
+    if not kept:
+        return ""
+    more = len(items) - len(kept)
+    tail = f" (+{more} more)" if more else ""
+    return f"{label}: {', '.join(kept)}{tail}"
 
 
 def files_line(text: str) -> str:
@@ -37,14 +42,7 @@ def files_line(text: str) -> str:
 
     Paths stay whole (no shared prefix factored out): the agent quotes them as they were.
     """
-    paths = search_paths(text)
-    if not paths:
-        return ""
-    kept, more = _fit(paths, min(FILES_MAX_CHARS, max(160, len(text) // 8)))
-    if not kept:
-        return ""
-    tail = f" (+{more} more)" if more else ""
-    return f"files: {', '.join(kept)}{tail}"
+    return _listed("files", search_paths(text), min(FILES_MAX_CHARS, max(160, len(text) // 8)))
 
 
 def read_ids(text: str) -> list[str]:
@@ -61,14 +59,7 @@ def read_ids(text: str) -> list[str]:
 
 def ids_line(text: str) -> str:
     """`ids: a, b (+N more)` for a read that holds ids, else ``."""
-    ids = read_ids(text)
-    if not ids:
-        return ""
-    kept, more = _fit(ids, min(IDS_MAX_CHARS, max(80, len(text) // 16)))
-    if not kept:
-        return ""
-    tail = f" (+{more} more)" if more else ""
-    return f"ids: {', '.join(kept)}{tail}"
+    return _listed("ids", read_ids(text), min(IDS_MAX_CHARS, max(80, len(text) // 16)))
 
 
 def read_extras(text: str) -> list[str]:
