@@ -93,7 +93,8 @@ class Metrics:
             registry=r,
         )
         self.fenced = Counter(
-            p + "fenced_sessions", "Compactions kept from a remote judge by the taint fence.",
+            p + "fenced_sessions",
+            "Sessions fenced from a remote judge (counted when the fenced call is first seen).",
             registry=r,
         )  # fmt: skip
         self.failures = Counter(
@@ -125,6 +126,8 @@ class Metrics:
             self.judge_requests.labels(result.judge, label).inc(count)
         for family, count in result.redactions.items():
             self.redactions.labels(family).inc(count)
+        if result.fenced:
+            self.fenced.inc()
         if result.outcome != "compacted":
             return
         self.compactions.labels(result.judge, result.reason or "threshold").inc()
@@ -135,8 +138,6 @@ class Metrics:
             self.remaining_ratio.observe(result.tokens_after / result.tokens_before)
         self.tokens_saved.inc(max(result.tokens_before - result.tokens_after, 0))
         self.session_compactions.observe(result.compactions)
-        if result.fenced:
-            self.fenced.inc()
 
     def render(self) -> bytes:
         """The text exposition format."""

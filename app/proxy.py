@@ -24,7 +24,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from app.engine import Engine
+from app.engine import Engine, fence_list
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
@@ -33,6 +33,7 @@ from app.upstream import request_headers, response_headers, upstream_url
 from app.usage import StreamUsage, body_prompt_tokens
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
+from factrail.policy.options import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
 from factrail.session import TurnResult
 
 log = logging.getLogger("factrail.proxy")
@@ -105,6 +106,11 @@ class Gateway:
         self.client = client
         self.engine = engine
         self.fast_path_bytes = int(settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM)
+        fenced = (
+            *fence_list(settings.taint_tools, DEFAULT_TAINT_TOOLS, settings),
+            *fence_list(settings.taint_skills, DEFAULT_TAINT_SKILLS, settings),
+        )
+        self.fenced_names = tuple(n.encode() for n in fenced if n)
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -112,6 +118,8 @@ class Gateway:
         The model is peeked with a byte search (no parse); when several `"model"` strings occur,
         the smallest trigger among them counts, and without one the smallest of any model does.
         """
+        if any(name in body for name in self.fenced_names):
+            return False  # a fenced call must be seen, whatever the size: taint is sticky
         if len(body) < self.fast_path_bytes:
             return True
         models = {m.decode("utf-8", "replace") for m in _MODEL.findall(body[:MODEL_PEEK_BYTES])}

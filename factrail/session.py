@@ -208,13 +208,23 @@ class SessionCompactor:
             compactions=state.compactions,
             estimated_sent=transcript + extra_tokens,
         )
-        if trigger <= 0:
-            return self._finish_without_compaction(result, doc, work, reapplied)
+        # The fence is scanned on every request, not only at compaction: a fenced call seen once
+        # taints the session for good, even if the agent's own summary later drops it.
+        fence = TaintFence(tools=cfg.taint_tools, skills=cfg.taint_skills)
+        scan = fence.scan(tool_refs(work))
+        taint = merge_taint(state.taint, scan)
+        record = taint_write(state.taint, scan, int(self._clock() * 1000))
+        if record is not None:
+            state.taint = record
+            result.fenced = not self.judge.local and self.judge.kind != "rules"
         gap = rearm_gap(trigger, cfg.rearm_tokens)
-        if not due(tokens, lines(trigger, state.baseline_tokens, gap))[0]:
+        if trigger <= 0 or not due(tokens, lines(trigger, state.baseline_tokens, gap))[0]:
+            if record is not None:
+                with contextlib.suppress(Exception):
+                    self.state.save(session, state)
             return self._finish_without_compaction(result, doc, work, reapplied)
         return await self._compact(
-            session, doc, work, reapplied, state, result, ratio, transcript, extra_tokens
+            session, doc, work, reapplied, state, taint, result, ratio, transcript, extra_tokens
         )
 
     def _finish_without_compaction(
@@ -231,21 +241,13 @@ class SessionCompactor:
         work: list[Message],
         reapplied: set[str],
         state: SessionState,
+        taint: TaintScan,
         result: TurnResult,
         ratio: float,
         transcript: int,
         extra_tokens: int,
     ) -> TurnResult:
         cfg = self.config
-        # The fence: a session that ever used a fenced tool only reaches a judge declared local.
-        fence = TaintFence(tools=cfg.taint_tools, skills=cfg.taint_skills)
-        scan = fence.scan(tool_refs(work))
-        taint = merge_taint(state.taint, scan)
-        record = taint_write(state.taint, scan, int(self._clock() * 1000))
-        if record is not None:
-            state.taint = record
-        result.fenced = record is not None and not self.judge.local and self.judge.kind != "rules"
-
         decisions = await self._decide(session, work, reapplied, state, taint, result)
         trigger_est = result.trigger_tokens / ratio
         gap = rearm_gap(result.trigger_tokens, cfg.rearm_tokens) / ratio

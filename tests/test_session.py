@@ -308,3 +308,18 @@ async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: 
     assert result.outcome == "compacted"
     assert not old.exists()
     assert (tmp_path / "outputs" / "s").is_dir()
+
+
+async def test_a_fenced_call_below_the_trigger_taints_the_session_for_good() -> None:
+    small = chat(3)
+    small[2]["tool_calls"][0]["function"]["name"] = "mcp__claude_ai_Gmail__search"
+    judge = CountingJudge()
+    c, store = compactor(16000, judge=judge)
+    first = await c.compact("s", openai_chat.parse(small))
+    assert first.outcome == "passthrough" and first.fenced
+    state = store.load("s")
+    assert state is not None and state.taint is not None and state.taint["tainted"] is True
+    later = await c.compact("s", openai_chat.parse(chat(30)))
+    assert later.outcome == "compacted"
+    assert later.reason == "tainted" and judge.asked == 0
+    assert not later.fenced  # counted once, when first seen

@@ -192,6 +192,22 @@ def test_small_bodies_take_the_fast_path(
     assert compactor.calls == []
 
 
+def test_a_small_body_naming_a_fenced_tool_is_parsed_for_the_fence(
+    router: respx.MockRouter, outputs: OutputStore
+) -> None:
+    router.post(CHAT).mock(return_value=ok_json())
+    compactor = ScriptedCompactor()
+    fenced = transcript()
+    fenced[2]["tool_calls"][0]["function"]["name"] = "mcp__email-gateway__ask_email"
+    with make_client(Settings(upstream_url=UPSTREAM), router, compactor, outputs) as c:
+        c.post(
+            "/v1/chat/completions", content=orjson.dumps({"model": "gpt-4o", "messages": fenced})
+        )
+        assert len(compactor.calls) == 1  # parsed, although small enough for the fast path
+    assert len(orjson.dumps({"model": "gpt-4o", "messages": fenced})) < 2700
+    assert len(orjson.dumps({"model": "gpt-4o", "messages": transcript()})) < 2700
+
+
 def test_the_named_models_trigger_bounds_the_fast_path(
     router: respx.MockRouter, outputs: OutputStore
 ) -> None:
