@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.apply import Applied, Reduction, Selection, apply
 from factrail.core.facts import toks
 from factrail.core.model import Action, Message, ToolResult, ToolUse, collect_tool_calls
 from factrail.core.text import compact_json
@@ -217,13 +217,21 @@ def openai_body(messages: list[Message]) -> bytes:
     return orjson.dumps({"model": "gpt-4o", "messages": out})
 
 
-def rules_path(messages: list[Message]) -> Applied:
+SELECTIONS = {
+    "full": Selection(),
+    "no-pool": Selection(pool=False),
+    "regex": Selection(value=False, pool=False),
+}
+"""`--selection`: the default (learned value, pooled), per-stub value, or regex fact lines only."""
+
+
+def rules_path(messages: list[Message], selection: Selection = SELECTIONS["full"]) -> Applied:
     """The rules path: every unpinned call drop_result, Reduction(0.3, 0.3)."""
     calls = collect_tool_calls(messages, preserve_recent=6)
     actions: dict[str, Action] = {
         c.tool_use_id: "keep" if c.pinned else "drop_result" for c in calls
     }
-    return apply(messages, actions, reduction=Reduction(0.3, 0.3))
+    return apply(messages, actions, reduction=Reduction(0.3, 0.3), selection=selection)
 
 
 def _roundtrip(body: bytes) -> bytes:
@@ -244,11 +252,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--profile", type=int, default=0, help="profile one size, print top 25")
+    parser.add_argument("--selection", choices=sorted(SELECTIONS), default="full")
     args = parser.parse_args()
+    selection = SELECTIONS[args.selection]
     if args.profile:
         messages = transcript(args.profile)
         profiler = cProfile.Profile()
-        profiler.runcall(rules_path, messages)
+        profiler.runcall(rules_path, messages, selection)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
         return
     print("| est. tokens | body KiB | results | rules path ms | orjson floor ms | ratio | kept |")
@@ -257,9 +267,9 @@ def main() -> None:
         messages = transcript(size)
         body = openai_body(messages)
         results = sum(len(m.tool_results) for m in messages)
-        engine = median_ms(functools.partial(rules_path, messages), args.runs)
+        engine = median_ms(functools.partial(rules_path, messages, selection), args.runs)
         floor = median_ms(functools.partial(_roundtrip, body), args.runs)
-        got = rules_path(messages)
+        got = rules_path(messages, selection)
         print(
             f"| {size:,} | {len(body) // 1024:,} | {results} | {engine:.1f} | {floor:.2f} "
             f"| {engine / floor:.0f}× | {got.tokens_after / got.tokens_before:.0%} |"
