@@ -20,7 +20,14 @@ from typing import Any, Literal
 from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.formats.base import Document
 from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
-from factrail.core.model import Action, Message, collect_tool_calls, input_json, is_prompt
+from factrail.core.model import (
+    Action,
+    Message,
+    collect_tool_calls,
+    input_json,
+    is_prompt,
+    transcript_tokens,
+)
 from factrail.core.plan import CallAnswer, CompactOptions, Plan, PlanError, build_plan
 from factrail.core.pressure import pressure
 from factrail.core.redact import redact_value
@@ -163,15 +170,7 @@ class SessionCompactor:
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         """Estimated tokens of texts, inputs and results (memoised for resent history)."""
-        count = self._tokens
-        total = 0
-        for m in messages:
-            total += count(m.text)
-            for u in m.tool_uses:
-                total += count(input_json(u))
-            for r in m.tool_results:
-                total += count(r.text)
-        return total
+        return transcript_tokens(messages, self._tokens)
 
     def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
         """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)."""

@@ -7,11 +7,12 @@ messages, and the two are paired by `tool_use_id`. Sizes are counted in Unicode 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from factrail.core.text import compact_json, truncate
+from factrail.core.tokens import estimate_tokens
 
 Role = Literal["user", "assistant"]
 Action = Literal["keep", "drop_result", "drop_call"]
@@ -90,6 +91,21 @@ def message_chars(m: Message) -> int:
 def transcript_chars(messages: Sequence[Message]) -> int:
     """Sum of `message_chars` over the transcript."""
     return sum(message_chars(m) for m in messages)
+
+
+def transcript_tokens(
+    messages: Sequence[Message], count: Callable[[str], int] = estimate_tokens
+) -> int:
+    """Estimated tokens of every text, compact-JSON input and result (the mirror not counted);
+    `count` may be a memoised estimator."""
+    total = 0
+    for m in messages:
+        total += count(m.text)
+        for u in m.tool_uses:
+            total += count(input_json(u))
+        for r in m.tool_results:
+            total += count(r.text)
+    return total
 
 
 def is_pinned(index: int, total: int, preserve_recent: int) -> bool:

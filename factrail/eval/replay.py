@@ -15,7 +15,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from factrail.core.classify import SHELL_TOOLS, reproducible
-from factrail.core.model import Action, Message, collect_tool_calls, transcript_chars
+from factrail.core.model import (
+    Action,
+    Message,
+    collect_tool_calls,
+    transcript_chars,
+    transcript_tokens,
+)
 from factrail.eval.facts import (
     Fact,
     Shown,
@@ -31,7 +37,6 @@ from factrail.eval.strategies import (
     RIVALS,
     middle_out,
     rails,
-    transcript_tokens,
 )
 
 Decider = Callable[[Sequence[Message]], Mapping[str, Action]]

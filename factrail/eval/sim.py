@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from factrail.core.model import Action, Message, input_json
+from factrail.core.model import Action, Message, input_json, transcript_tokens
 from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
 from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
@@ -99,14 +99,10 @@ class _Meter:
         self.count = TokenCache(min_len=64)
 
     def message(self, m: Message) -> int:
-        return (
-            self.count(m.text)
-            + sum(self.count(input_json(u)) for u in m.tool_uses)
-            + sum(self.count(r.text) for r in m.tool_results)
-        )
+        return transcript_tokens([m], self.count)
 
     def total(self, messages: Sequence[Message]) -> int:
-        return sum(self.message(m) for m in messages)
+        return transcript_tokens(messages, self.count)
 
 
 def _uses_by_turn(all_facts: Iterable[Fact]) -> dict[int, list[Fact]]:

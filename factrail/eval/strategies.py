@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from factrail.core.apply import Applied, Reduction, apply
-from factrail.core.model import Action, Message, input_json, is_pinned
-from factrail.core.tokens import estimate_tokens
+from factrail.core.model import Action, Message, is_pinned, transcript_tokens
 
 Strategy = Callable[[Sequence[Message], Mapping[str, Action]], list[Message]]
 
@@ -31,16 +30,6 @@ CLEARED = "[Tool result cleared]"
 MASK_KEEP = 10
 MASKED = "[Old tool output omitted]"
 NAMES = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none")
-
-
-def transcript_tokens(messages: Sequence[Message]) -> int:
-    """Estimated tokens of text, compact-JSON inputs and results (mirrors excluded)."""
-    return sum(
-        estimate_tokens(m.text)
-        + sum(estimate_tokens(input_json(u)) for u in m.tool_uses)
-        + sum(estimate_tokens(r.text) for r in m.tool_results)
-        for m in messages
-    )
 
 
 def rails(messages: Sequence[Message], actions: Mapping[str, Action]) -> Applied:
