@@ -25,7 +25,8 @@ import orjson
 
 from factrail.core.apply import Applied, Reduction, Selection, apply
 from factrail.core.facts import toks
-from factrail.core.model import Action, Message, ToolResult, ToolUse, collect_tool_calls
+from factrail.core.model import Message, ToolResult, ToolUse
+from factrail.core.plan import rules_actions
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 
@@ -227,10 +228,7 @@ SELECTIONS = {
 
 def rules_path(messages: list[Message], selection: Selection = SELECTIONS["full"]) -> Applied:
     """The rules path: every unpinned call drop_result, Reduction(0.3, 0.3)."""
-    calls = collect_tool_calls(messages, preserve_recent=6)
-    actions: dict[str, Action] = {
-        c.tool_use_id: "keep" if c.pinned else "drop_result" for c in calls
-    }
+    actions = rules_actions(messages, preserve_recent=6)
     return apply(messages, actions, reduction=Reduction(0.3, 0.3), selection=selection)
 
 

@@ -23,12 +23,18 @@ from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_out
 from factrail.core.model import (
     Action,
     Message,
-    collect_tool_calls,
     input_json,
     is_prompt,
     transcript_tokens,
 )
-from factrail.core.plan import CallAnswer, CompactOptions, Plan, PlanError, build_plan
+from factrail.core.plan import (
+    CallAnswer,
+    CompactOptions,
+    Plan,
+    PlanError,
+    build_plan,
+    rules_actions,
+)
 from factrail.core.pressure import pressure
 from factrail.core.redact import redact_value
 from factrail.core.tev import PROMPT_VERSION
@@ -505,15 +511,6 @@ def reapply_plan(
                 u.text = plan[u.tool_use_id].reduced_text
         out[i] = copy
     return out, set(done)
-
-
-def rules_actions(messages: Sequence[Message], preserve_recent: int) -> dict[str, Action]:
-    """The rules: every unpinned call's result goes to the rails; nothing is erased."""
-    return {
-        c.tool_use_id: "drop_result"
-        for c in collect_tool_calls(messages, preserve_recent)
-        if not c.pinned
-    }
 
 
 def decision_record(

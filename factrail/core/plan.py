@@ -424,6 +424,15 @@ def _valid(answer: CallAnswer) -> bool:
     return probability(answer.keep_call) is not None and probability(answer.keep_result) is not None
 
 
+def rules_actions(messages: Sequence[Message], preserve_recent: int) -> dict[str, Action]:
+    """The rules without a plan: every unpinned call's result goes to the rails, pinned calls
+    are kept, nothing is erased."""
+    return {
+        c.tool_use_id: "keep" if c.pinned else "drop_result"
+        for c in collect_tool_calls(messages, preserve_recent)
+    }
+
+
 def build_plan(
     messages: Sequence[Message],
     options: CompactOptions,

@@ -22,6 +22,7 @@ from factrail.core.model import (
     transcript_chars,
     transcript_tokens,
 )
+from factrail.core.plan import rules_actions
 from factrail.eval.facts import (
     Fact,
     Shown,
@@ -53,11 +54,8 @@ def cut_index(length: int, fraction: float) -> int | None:
 
 
 def rules_decider(prefix: Sequence[Message]) -> dict[str, Action]:
-    """Every unpinned call has its result reduced; pinned calls are kept."""
-    return {
-        c.tool_use_id: "keep" if c.pinned else "drop_result"
-        for c in collect_tool_calls(prefix, PRESERVE_RECENT)
-    }
+    """The rules decider at the eval's pinning (the gateway's `rules_actions`)."""
+    return rules_actions(prefix, PRESERVE_RECENT)
 
 
 def tool_kind(tool: str, input: Mapping[str, Any]) -> str:

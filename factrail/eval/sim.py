@@ -29,11 +29,12 @@ from functools import lru_cache
 from typing import Any
 
 from factrail.core.model import Action, Message, input_json, transcript_tokens
+from factrail.core.plan import rules_actions
 from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
 from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
 from factrail.judges.rules import RulesJudge
-from factrail.session import CompactorConfig, SessionCompactor, rules_actions
+from factrail.session import CompactorConfig, SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
