@@ -109,6 +109,7 @@ class TimedJudge:
         self.model = judge.model
         self.local = judge.local
         self.endpoint = judge.endpoint
+        self.known_secrets = judge.known_secrets
 
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Delegate, timing the round."""

@@ -522,12 +522,12 @@ def decision_record(
     outcome: Any,
 ) -> dict[str, Any]:
     """One decision-log line: what was asked (redacted, as sent), answered and decided."""
-    known: tuple[str, ...] = tuple(getattr(judge, "known_secrets", ()))
+    known = judge.known_secrets
     return {
         "session": session,
         "judge": {
             "kind": judge.kind,
-            "endpoint": getattr(judge, "endpoint", ""),
+            "endpoint": judge.endpoint,
             "model": judge.model,
         },
         "egress": egress,

@@ -323,3 +323,31 @@ async def test_a_fenced_call_below_the_trigger_taints_the_session_for_good() -> 
     assert later.outcome == "compacted"
     assert later.reason == "tainted" and judge.asked == 0
     assert not later.fenced  # counted once, when first seen
+
+
+async def test_the_decision_log_masks_the_judges_own_key(tmp_path: Path) -> None:
+    import httpx
+
+    from factrail.judges.systemone import SystemOneJudge
+    from factrail.stores.decisions import DecisionLog
+
+    key = "plainkey" + "7Q" * 8  # not key-shaped: only the known-secret rule can mask it
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        questions = json.loads(request.content)["questions"]
+        return httpx.Response(200, json={"answers": {q: {"noul": 0.9} for q in questions}})
+
+    wire = chat(30)
+    wire[1]["content"] = f"Fix the failing deploy; the service key is {key}."
+    log = DecisionLog(tmp_path / "decisions")
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        judge = SystemOneJudge(client=client, url="http://judge.test/v1/systemone", api_key=key)
+        config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0)
+        c = SessionCompactor(
+            config, state=MemoryStateStore(), outputs=None, judge=judge, decisions=log
+        )
+        result = await c.compact("s", openai_chat.parse(wire))
+    assert result.outcome == "compacted" and result.reason == "ok"
+    written = "".join(p.read_text() for p in (tmp_path / "decisions").glob("*.jsonl"))
+    assert "service key is [REDACTED:known]" in written
+    assert key not in written

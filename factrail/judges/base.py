@@ -115,6 +115,12 @@ class Judge(Protocol):
         """The URL posted to (empty for the rules judge)."""
         ...
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """Exact strings masked in everything this judge sends (its own key first); whatever
+        records what was sent (the decision log) masks them too."""
+        ...
+
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every request; `deadline` is an absolute `time.monotonic()` value."""
         ...

@@ -16,6 +16,7 @@ class RulesJudge:
     model = "rules"
     local = True
     endpoint = ""
+    known_secrets: tuple[str, ...] = ()
 
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """An empty round: nothing is sent."""

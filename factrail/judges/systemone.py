@@ -68,6 +68,11 @@ class SystemOneJudge:
         self._concurrency = max(1, concurrency)
         self._policy = policy
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """Exact strings masked in everything sent: the key first, then the extra ones."""
+        return self._known
+
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every request concurrently; answers of the requests that succeed are kept."""
         caller = DeadlineCaller(

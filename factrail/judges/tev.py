@@ -91,6 +91,11 @@ class TevJudge:
         self._logit_bias = dict(logit_bias or {})
         self._policy = policy
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """Exact strings masked in everything sent: the key first, then the extra ones."""
+        return self._known
+
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every question of every request; each answered question is kept."""
         caller = DeadlineCaller(
