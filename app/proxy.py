@@ -24,7 +24,7 @@ from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
-from app.engine import Engine, fence_list
+from app.engine import Engine, compactor_config
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
@@ -33,8 +33,7 @@ from app.upstream import request_headers, response_headers, upstream_url
 from app.usage import StreamUsage, body_prompt_tokens
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
-from factrail.policy.options import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
-from factrail.session import TurnResult
+from factrail.session import TurnResult, trigger_for
 
 log = logging.getLogger("factrail.proxy")
 
@@ -106,10 +105,9 @@ class Gateway:
         self.client = client
         self.engine = engine
         self.fast_path_bytes = int(settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM)
-        fenced = (
-            *fence_list(settings.taint_tools, DEFAULT_TAINT_TOOLS, settings),
-            *fence_list(settings.taint_skills, DEFAULT_TAINT_SKILLS, settings),
-        )
+        self.compaction = compactor_config(settings)
+        """The compactor's own configuration: the fast path asks the same trigger rule."""
+        fenced = (*self.compaction.taint_tools, *self.compaction.taint_skills)
         self.fenced_names = tuple(n.encode() for n in fenced if n)
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
@@ -128,7 +126,7 @@ class Gateway:
         )
         if not models:
             return False
-        trigger = min(self.settings.trigger_for(m) for m in models)
+        trigger = min(trigger_for(m, self.compaction) for m in models)
         return len(body) * CALIBRATION_HEADROOM < trigger * 5 / 6
 
     async def handle(self, request: Request, route: Route) -> Response:

@@ -128,24 +128,6 @@ class Settings(BaseSettings):
         """init kwargs, then the environment, then the TOML file."""
         return (init_settings, env_settings, _TomlSource(settings_cls))
 
-    def context_window(self, model: str) -> int | None:
-        """The context window of `model` by longest matching prefix (None when unknown)."""
-        name = model.rsplit("/", 1)[-1].lower()
-        best = max((p for p in self.context_windows if name.startswith(p)), key=len, default=None)
-        return None if best is None else self.context_windows[best]
-
-    def trigger_for(self, model: str) -> int:
-        """T = min(percent × the model's window, absolute tokens), as the compactor computes it."""
-        window = self.context_window(model)
-        name = model.rsplit("/", 1)[-1].lower()
-        family = max((p for p in self.trigger_by_model if name.startswith(p.lower())), key=len,
-                     default=None)  # fmt: skip
-        absolute = self.trigger_by_model[family] if family else self.trigger_tokens
-        candidates = [absolute] if absolute > 0 else []
-        if window and self.trigger_percent > 0:
-            candidates.append(int(window * self.trigger_percent / 100))
-        return min(candidates) if candidates else 0
-
     def smallest_trigger(self) -> int:
         """The smallest trigger any model can have: bounds the no-parse fast path."""
         by_percent = [

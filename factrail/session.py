@@ -182,9 +182,8 @@ class SessionCompactor:
         """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)."""
         if prompt_tokens <= 0 or estimated_tokens <= 0:
             return
-        ratio = min(4.0, max(0.25, prompt_tokens / estimated_tokens))
-        with contextlib.suppress(Exception):
-            self.state.update_calibration(session, ratio)
+        with contextlib.suppress(Exception):  # the store smooths and bounds the ratio
+            self.state.update_calibration(session, prompt_tokens / estimated_tokens)
 
     # -- the step ---------------------------------------------------------------------------
 
