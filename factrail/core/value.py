@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
+from ahocorasick import Automaton
+
 from factrail.core.facts import (
     Score,
     Tokens,
@@ -359,104 +361,82 @@ def value_parts(
 
 
 _ALNUM = re.compile(r"[^\W_]+")
+_SEP = "\x00"
 
 
-def _aligned_in(key: str, text: str) -> bool:
-    """Whether `key` occurs in `text` with no alphanumeric char touching it on either side."""
-    start = text.find(key)
-    while start >= 0:
-        end = start + len(key)
-        if (start == 0 or not text[start - 1].isalnum()) and (
-            end == len(text) or not text[end].isalnum()
-        ):
-            return True
-        start = text.find(key, start + 1)
-    return False
+class KeyScanner:
+    """Finds which keys occur *aligned* in a text (no alphanumeric char touching the occurrence
+    on either side), for every key with an alphanumeric char: one Aho–Corasick pass per text
+    over all keys at once, then an alignment check per occurrence."""
 
-
-_PIECE = re.compile(r"[\w.:/@#-]+")
-"""A run of token chars: every alphanumeric char is one, so no char outside touches a key."""
-
-
-class _Keys:
-    """Keys to look for aligned in texts, grouped by their core (first run start to last run
-    end): an aligned key shows its core as a span of whole runs of one `_PIECE` of the text."""
-
-    __slots__ = ("by_core", "firsts", "lasts", "longest", "odd")
+    __slots__ = ("_auto", "_joinable")
 
     def __init__(self, keys: Iterable[str]) -> None:
-        self.by_core: dict[str, list[str]] = {}
-        self.firsts: set[str] = set()
-        self.lasts: set[str] = set()
-        self.longest = 0
-        self.odd: list[str] = []  # keys with a char outside `_PIECE`: checked one by one
+        auto = Automaton()
+        joinable = True
         for k in keys:
-            runs = _ALNUM.findall(k)
-            if not runs:
-                continue
-            if _PIECE.fullmatch(k) is None:
-                self.odd.append(k)
-                continue
-            start = k.find(runs[0])
-            core = k[start : k.rfind(runs[-1]) + len(runs[-1])]
-            self.by_core.setdefault(core, []).append(k)
-            self.firsts.add(runs[0])
-            self.lasts.add(runs[-1])
-            self.longest = max(self.longest, len(core))
+            if _ALNUM.search(k) is not None:
+                auto.add_word(k, k)
+                joinable = joinable and _SEP not in k
+        self._auto: Automaton | None = None
+        if len(auto):
+            auto.make_automaton()
+            self._auto = auto
+        self._joinable = joinable
 
-    def cores_in(self, piece: str) -> list[str]:
-        """The cores that are a span of whole runs of `piece` (a `_PIECE` match)."""
-        cores = self.by_core
-        if piece.isalnum():  # one run: only the piece itself can be a core
-            return [piece] if piece in cores else []
-        runs = _ALNUM.findall(piece)
-        firsts, lasts, longest = self.firsts, self.lasts, self.longest
-        if firsts.isdisjoint(runs):
-            return []
-        spans: list[tuple[int, int, str]] = []
+    def found(self, text: str) -> set[str]:
+        """The keys aligned in `text`."""
+        return self.found_each([text])[0]
+
+    def found_each(self, texts: Sequence[str]) -> list[set[str]]:
+        """`found` of every text; one scan of the texts joined by NUL when no key holds one (NUL
+        is not alphanumeric, so alignment at a join is alignment at a text's edge)."""
+        outs: list[set[str]] = [set() for _ in texts]
+        auto = self._auto
+        if auto is None or not texts:
+            return outs
+        if not self._joinable:
+            for out, text in zip(outs, texts, strict=True):
+                self._scan(text, [len(text)], [out])
+            return outs
+        ends: list[int] = []
         at = 0
-        for run in runs:
-            at = piece.find(run, at)
-            spans.append((at, at + len(run), run))
-            at += len(run)
-        out: list[str] = []
-        for i, (start, _, first) in enumerate(spans):
-            if first not in firsts:
-                continue
-            for _, end, last in spans[i:]:
-                if end - start > longest:
-                    break
-                if last in lasts and (core := piece[start:end]) in cores:
-                    out.append(core)
-        return out
+        for text in texts:
+            at += len(text)
+            ends.append(at)
+            at += 1
+        self._scan(_SEP.join(texts), ends, outs)
+        return outs
 
-    def found(self, text: str, pieces: Iterable[str], memo: dict[str, list[str]]) -> set[str]:
-        """The keys aligned in `text`, whose `_PIECE` matches are `pieces` (`memo`: the cores
-        of pieces seen before)."""
-        out: set[str] = set()
-        for piece in pieces:
-            cores = memo.get(piece)
-            if cores is None:
-                cores = memo[piece] = self.cores_in(piece)
-            for core in cores:
-                for k in self.by_core[core]:
-                    if k == core or _aligned_in(k, text):
-                        out.add(k)
-        out.update(k for k in self.odd if _aligned_in(k, text))
-        return out
+    def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
+        """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`
+        ends before offset `ends[i]`)."""
+        assert self._auto is not None
+        n = len(joined)
+        i = 0
+        limit = ends[0]
+        out = outs[0]
+        for last, key in self._auto.iter(joined):
+            while last >= limit:
+                i += 1
+                limit, out = ends[i], outs[i]
+            if key in out:
+                continue
+            start = last - len(key) + 1
+            if (start == 0 or not joined[start - 1].isalnum()) and (
+                last + 1 == n or not joined[last + 1].isalnum()
+            ):
+                out.add(key)
 
 
 def contained(keys: Iterable[str], text: str) -> set[str]:
-    """The keys with an alphanumeric run that occur aligned in `text` (see `_aligned_in`)."""
-    return _Keys(keys).found(text, set(_PIECE.findall(text)), {})
+    """The keys with an alphanumeric run that occur aligned in `text` (see `KeyScanner`)."""
+    return KeyScanner(keys).found(text)
 
 
 def contained_each(keys: Iterable[str], texts: Sequence[str]) -> list[set[str]]:
     """`contained(keys, text)` for every text, indexing the keys once."""
-    index = _Keys(keys)
-    findall = _PIECE.findall
-    memo: dict[str, list[str]] = {}
-    return [index.found(t, findall(t), memo) for t in texts]
+    return KeyScanner(keys).found_each(texts)
 
 
 def pool(
@@ -470,25 +450,24 @@ def pool(
     covered: set[str] = set()
     for s in side:
         covered |= tokens(s)
-    index = _Keys({k for p in parts for k in p.values}) if contain else None
-    memo: dict[str, list[str]] = {}  # one index and one piece memo for the side and every stub
-    findall = _PIECE.findall
+    index = KeyScanner({k for p in parts for k in p.values}) if contain else None
     if index is not None:
-        joined = "\x00".join(side)
-        covered |= index.found(joined, set(findall(joined)), memo)
+        covered |= index.found(_SEP.join(side))
     room = sum(p.spend() for p in parts)
     cand_tokens: list[AbstractSet[str]] = []
     chars: list[int] = []
     values: list[Mapping[str, float]] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
-        for k in p.rest:
-            unit = p.units[k]
-            unit_tokens = frozenset(p.tokens[k] if p.tokens else tokens(unit))
-            if index is not None:
-                unit_tokens |= index.found(unit, findall(unit), memo).intersection(p.values)
+        rest = [p.units[k] for k in p.rest]
+        own = [p.tokens[k] for k in p.rest] if p.tokens else token_sets(rest, tokens)
+        extra = index.found_each(rest) if index is not None else None
+        for j, k in enumerate(p.rest):
+            unit_tokens = frozenset(own[j])
+            if extra is not None and extra[j]:
+                unit_tokens |= extra[j].intersection(p.values)
             cand_tokens.append(unit_tokens)
-            chars.append(len(unit))
+            chars.append(len(rest[j]))
             values.append(p.values)
             owner.append((n, k))
     first = [_first_worth(t, c, v) for t, c, v in zip(cand_tokens, chars, values, strict=True)]
