@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.classify import read_is_observation, rerunnable_ids
-from factrail.core.facts import FactScores, TokenSets, fact_lines, fact_tokens
+from factrail.core.facts import FactScores, TokenSets, fact_lines, fact_tokens, token_scan
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
 from factrail.core.rails import (
@@ -38,9 +38,9 @@ from factrail.core.value import (
     Middle,
     ValueContext,
     ValueParts,
+    clean_cut,
     message_contexts,
     middle_tokens,
-    occurrences,
     pool,
     token_values,
 )
@@ -196,10 +196,19 @@ class _Engine:
             ctx = self.contexts.get(slot.tool_use_id)
             if ctx is None:
                 ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
-            seen = occurrences(slot.text)
-            wanted = middle_tokens(slot.text, stub.head_end, stub.tail_start, seen)
-            values = token_values(slot.text, ctx, wanted, self.own, seen)
-            plan = Middle(middle, values, score=self.score, tokens=self.tokens)
+            text, start, end = slot.text, stub.head_end, stub.tail_start
+            scan = token_scan(text)
+            wanted = middle_tokens(text, start, end, scan)
+            values = token_values(text, ctx, wanted, self.own, scan.occurrences)
+            clean = clean_cut(text, start) and clean_cut(text, end)
+            plan = Middle(
+                middle,
+                values,
+                score=self.score,
+                tokens=self.tokens,
+                scan=scan if clean else None,
+                offset=start,
+            )
             slot.middles[cut] = plan
         return plan
 

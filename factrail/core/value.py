@@ -21,12 +21,14 @@ from ahocorasick import Automaton
 from factrail.core.facts import (
     Score,
     Tokens,
+    TokenScan,
     fact_score,
     scores_of,
     token_occurrences,
+    token_scan,
     token_sets,
     toks,
-    units,
+    unit_spans,
     units_holding,
 )
 from factrail.core.model import Message, input_json
@@ -107,23 +109,20 @@ def occurrences(text: str) -> dict[str, tuple[int, int]]:
     return token_occurrences(text)
 
 
-def _clean_cut(text: str, at: int) -> bool:
+def clean_cut(text: str, at: int) -> bool:
     """Whether no token can straddle `at` (a newline touches it; no token holds one)."""
     return at <= 0 or at >= len(text) or text[at - 1] == "\n" or text[at] == "\n"
 
 
-def middle_tokens(
-    text: str, start: int, end: int, seen: Mapping[str, tuple[int, int]] | None = None
-) -> set[str]:
-    """`toks(text[start:end])`; when both cuts are clean, from the match counts of the whole
-    text (`seen`, from `occurrences`) less those of the short head and tail."""
-    if not (_clean_cut(text, start) and _clean_cut(text, end)):
+def middle_tokens(text: str, start: int, end: int, scan: TokenScan | None = None) -> set[str]:
+    """`toks(text[start:end])`; when both cuts are clean, the tokens of the whole text's
+    matches there (`scan`, from `token_scan(text)`), in the whole text's first-seen order."""
+    if not (clean_cut(text, start) and clean_cut(text, end)):
         return toks(text[start:end])
-    counts = occurrences(text) if seen is None else seen
-    head = occurrences(text[:start])
-    tail = occurrences(text[end:])
-    none = (0, 0)
-    return {t for t, (n, _) in counts.items() if n > head.get(t, none)[0] + tail.get(t, none)[0]}
+    if scan is None:
+        scan = token_scan(text)
+    inside = scan.between(start, end)
+    return {t for t in scan.occurrences if t in inside}
 
 
 _W0, _W1, _W2, _W3, _W4, _W5, _W6, _W7, _W8, _W9, _W10, _W11, _W12 = _W
@@ -269,6 +268,24 @@ class ValueParts:
         return sum(len(self.units[i]) + 1 for i in self.greedy)
 
 
+def _span_tokens(
+    middle: str,
+    spans: Sequence[tuple[int, int, bool]],
+    chosen: Iterable[int],
+    scan: TokenScan,
+    offset: int,
+    tokens: Tokens,
+) -> list[AbstractSet[str]]:
+    """The tokens of the units `chosen` (indexes into `spans`) of `middle`, which sits at
+    `offset` of the text `scan` was made from with clean cuts: a slice of the scan per unit,
+    except beside a hard cut, where the unit is tokenised on its own."""
+    out: list[AbstractSet[str]] = []
+    for i in chosen:
+        a, b, clean = spans[i]
+        out.append(scan.between(offset + a, offset + b) if clean else tokens(middle[a:b]))
+    return out
+
+
 class Middle:
     """A stub middle prepared once for `parts` at any budget: its distinct units, their fact
     ranking, error flags, tokens and cover worths under one value map."""
@@ -282,8 +299,11 @@ class Middle:
         *,
         score: Score = fact_score,
         tokens: Tokens = toks,
+        scan: TokenScan | None = None,
+        offset: int = 0,
     ) -> None:
-        all_units = units(middle)
+        spans = unit_spans(middle)
+        all_units = [middle[a:b] for a, b, _ in spans]
         last = {u: i for i, u in enumerate(all_units)}
         distinct = [all_units[i] for i in sorted(last.values())]
         self.units = distinct
@@ -302,7 +322,10 @@ class Middle:
         held = units_holding(distinct, _ERROR_NEEDLES)
         maybe = range(len(distinct)) if held is None else sorted(held)
         self._errors = [k for k in maybe if search(distinct[k])]
-        self._tokens = token_sets(distinct, tokens)
+        if scan is None:
+            self._tokens = token_sets(distinct, tokens)
+        else:
+            self._tokens = _span_tokens(middle, spans, sorted(last.values()), scan, offset, tokens)
         self._chars = [len(u) for u in distinct]
         self._first = [
             _first_worth(t, c, values) if t else 0.0

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from factrail.core.facts import (
     FACT_TOKEN,
+    FACT_TOKEN_DEFINITION,
     FactScores,
     TokenSets,
     fact_lines,
@@ -220,3 +221,22 @@ _FINDER_CHARS = st.sampled_from(
 def test_unit_scores_looser_patterns_miss_no_match(us: list[str]) -> None:
     # Counters (`pid 4`, `passed: 3`) and file names are found by looser byte patterns.
     assert unit_scores(us) == [fact_score(u) for u in us]
+
+
+_FACT_TOKEN_CHARS = st.sampled_from(
+    [
+        *"aFz09x:/\\.,@-_ \n\"'<>",
+        *("C:", "c:\\", "/srv/", "9f3c2ab", "DEADBEEF1", "1.2.3", "٣", "é", "Ä"),
+        *("\u0130", "\u0131", "\u017f", "\u212a"),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_FACT_TOKEN_CHARS, max_size=30).map("".join))
+@example("\u212a:/x \u017f:\\y \u0130:/z \u0131:\\w")
+def test_fact_token_is_its_case_insensitive_definition(text: str) -> None:
+    # FACT_TOKEN spells the IGNORECASE definition case-sensitively (the four non-ASCII chars
+    # that fold to an ASCII letter included): the same matches, in the same places.
+    definition = re.compile(FACT_TOKEN_DEFINITION, re.IGNORECASE)
+    assert FACT_TOKEN.findall(text) == definition.findall(text)

@@ -9,7 +9,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core.facts import pick_fact_lines, scored_units, toks, units
+from factrail.core.facts import pick_fact_lines, scored_units, token_scan, toks, units
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.value import (
     BETA,
@@ -276,7 +276,7 @@ def test_middle_tokens_equal_tokenising_the_middle(text: str, a: int, b: int) ->
     lines = "\n".join([text, "x id-00042x build/app_v2.bin", text, "req-0042af done", text])
     cut = lines.index("\n", len(text) + 1)
     tail = lines.rindex("\n") + 1
-    assert middle_tokens(lines, cut, tail, occurrences(lines)) == toks(lines[cut:tail])
+    assert middle_tokens(lines, cut, tail, token_scan(lines)) == toks(lines[cut:tail])
 
 
 def _pool_reference(parts: list[ValueParts], side: list[str], contain: bool) -> list[list[int]]:
