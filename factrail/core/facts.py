@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -236,6 +236,38 @@ def units_holding(units: Sequence[str], needles: tuple[bytes, ...]) -> set[int] 
     return _units_with(joined.encode("ascii", "replace").translate(_FOLD), needles, starts)
 
 
+class _Views:
+    """Units joined, each after a newline, in the folded byte views the needles are looked up in
+    (`ok` is false when folding could hide a match: a non-ASCII digit, space or case twin)."""
+
+    __slots__ = ("folded", "hexed", "joined", "ok", "raw", "starts", "units")
+
+    def __init__(self, units: Sequence[str]) -> None:
+        self.units = units
+        self.joined = joined = "".join(f"\n{u}" for u in units)
+        self.ok = _folds_exactly(joined)
+        self.starts: list[int] = []
+        at = 1
+        for u in units:
+            self.starts.append(at)
+            at += len(u) + 1
+        self.raw = raw = joined.encode("ascii", "replace") if self.ok else b""
+        self.folded = raw.translate(_FOLD)
+        self.hexed = raw.translate(_HEX_FOLD)
+
+    def candidates(self, k: int) -> set[int]:
+        """The units pattern `k` may match: those holding one of its needles."""
+        view = self.raw if k == 1 else self.hexed if k == 5 else self.folded
+        needles = _NEEDLES[k]
+        if isinstance(needles, re.Pattern):
+            cands = _units_matching(view, needles, self.starts)
+        else:
+            cands = _units_with(view, needles, self.starts)
+        if k == 1 and ("✖" in self.joined or "✗" in self.joined):
+            cands.update(i for i, u in enumerate(self.units) if "✖" in u or "✗" in u)
+        return cands
+
+
 def unit_scores(units: Sequence[str]) -> list[int]:
     """`fact_score` of every unit: each pattern runs only on the units holding one of its needles.
 
@@ -243,31 +275,39 @@ def unit_scores(units: Sequence[str]) -> list[int]:
     first char may be that newline, so each hit lies in one unit); text whose folding could hide
     a match (a non-ASCII digit, space or case twin) is scored one unit at a time.
     """
-    joined = "".join(f"\n{u}" for u in units)
-    if not _folds_exactly(joined):
+    views = _Views(units)
+    if not views.ok:
         return [fact_score(u) for u in units]
-    starts: list[int] = []
-    at = 1
-    for u in units:
-        starts.append(at)
-        at += len(u) + 1
-    raw = joined.encode("ascii", "replace")
-    folded = raw.translate(_FOLD)
-    hexed = raw.translate(_HEX_FOLD)
     scores = [0] * len(units)
-    for k, (pattern, needles) in enumerate(zip(PATTERNS, _NEEDLES, strict=True)):
-        view = raw if k == 1 else hexed if k == 5 else folded
-        if isinstance(needles, re.Pattern):
-            cands = _units_matching(view, needles, starts)
-        else:
-            cands = _units_with(view, needles, starts)
-        if k == 1 and ("✖" in joined or "✗" in joined):
-            cands.update(i for i, u in enumerate(units) if "✖" in u or "✗" in u)
+    for k, pattern in enumerate(PATTERNS):
         search = pattern.search
-        for i in cands:
+        for i in views.candidates(k):
             if search(units[i]) is not None:
                 scores[i] += 1
     return scores
+
+
+_REACH_ORDER = (10, 3, 9, 8, 7, 0, 4, 5, 6, 2, 11, 1)
+"""The patterns by how many lines of real tool output they match, most first."""
+
+
+def _reach(units: Sequence[str], need: float) -> bool:
+    """Whether the units (distinct) that match some fact pattern have `need` chars (len+1 each):
+    pattern by pattern over the units not yet matched, stopping once `need` is met."""
+    views = _Views(units)
+    if not views.ok:
+        return sum(len(u) + 1 for u in units if fact_score(u) > 0) >= need
+    matched = [False] * len(units)
+    got = 0
+    for k in _REACH_ORDER:
+        search = PATTERNS[k].search
+        for i in views.candidates(k):
+            if not matched[i] and search(units[i]) is not None:
+                matched[i] = True
+                got += len(units[i]) + 1
+        if got >= need:
+            return True
+    return False
 
 
 class FactScores:
@@ -277,6 +317,11 @@ class FactScores:
 
     def __init__(self) -> None:
         self._memo: dict[str, int] = {}
+
+    @property
+    def known(self) -> Mapping[str, int]:
+        """The scores found so far, by unit."""
+        return self._memo
 
     def __call__(self, unit: str) -> int:
         hit = self._memo.get(unit)
@@ -335,10 +380,21 @@ def fact_lines(text: str, budget: int, score: Score = fact_score) -> list[str]:
 
 
 def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
-    """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it."""
-    all_units = units(text)
-    fact_units = {u for s, u in zip(scores_of(all_units, score), all_units, strict=True) if s > 0}
-    return sum(len(u) + 1 for u in fact_units) >= len(text) * share
+    """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it.
+
+    Only whether a unit matches matters here, not its score: the units a `FactScores` has not
+    scored yet are tried pattern by pattern until the share is reached.
+    """
+    need = len(text) * share
+    distinct = list(dict.fromkeys(units(text)))
+    if not isinstance(score, FactScores):
+        return sum(len(u) + 1 for u in distinct if score(u) > 0) >= need
+    known = score.known
+    got = sum(len(u) + 1 for u in distinct if known.get(u, 0) > 0)
+    if got >= need:
+        return True
+    unknown = [u for u in distinct if u not in known]
+    return bool(unknown) and _reach(unknown, need - got)
 
 
 def fact_tokens(text: str) -> set[str]:

@@ -89,16 +89,43 @@ def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict
     for i, text in spoken:
         for t in tokens(text):
             last_said[t] = i
-    intro: dict[str, int] = {}
-    for i, _, text, _ in outs:
-        for t in tokens(text) & last_said.keys():
-            intro.setdefault(t, i)
+    intro = _introductions(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
     reused = frozenset(t for t, i in intro.items() if i < last_said[t])
     total = len(outs)
     return {
         rid: ValueContext(input=inp, user=user, dist=total - k, reused=reused)
         for k, (_, rid, _, inp) in enumerate(outs)
     }
+
+
+def _introductions(
+    outputs: Iterable[tuple[int, str]], wanted: Iterable[str], tokens: Tokens
+) -> dict[str, int]:
+    """The event index of the first output holding each `wanted` token as a token.
+
+    One Aho–Corasick pass finds where a wanted token occurs at all; only the lines it occurs on
+    are tokenised (no token spans a newline, so a text's tokens are its lines' tokens).
+    """
+    auto = Automaton()
+    for t in wanted:
+        auto.add_word(t, t)
+    out: dict[str, int] = {}
+    if not len(auto):
+        return out
+    auto.make_automaton()
+    for i, text in outputs:
+        lines: dict[int, AbstractSet[str]] = {}
+        for last, t in auto.iter(text):
+            if t in out:
+                continue
+            start = text.rfind("\n", 0, last) + 1
+            held = lines.get(start)
+            if held is None:
+                end = text.find("\n", last)
+                held = lines[start] = tokens(text[start : len(text) if end < 0 else end])
+            if t in held:
+                out[t] = i
+    return out
 
 
 def occurrences(text: str) -> dict[str, tuple[int, int]]:

@@ -135,6 +135,10 @@ def test_batched_selection_equals_the_per_unit_definition(us: list[str]) -> None
         want = sum(len(u) + 1 for u in facts) >= len(text) * share
         assert facts_reach(text, share) is want
         assert facts_reach(text, share, memo) is want
+        partial = FactScores()  # half the units scored already, the rest matched on demand
+        partial.many(units(text)[::2])
+        assert facts_reach(text, share, partial) is want
+        assert facts_reach(text, share, FactScores()) is want
 
 
 def test_unit_scores_on_real_transcripts() -> None:

@@ -70,6 +70,39 @@ def test_message_contexts_reuse_input_user_and_distance() -> None:
     assert ctx["a"].reused == frozenset({"out/app_v9.bin"})
 
 
+_SAID_WORDS = ["out/app_v9.bin", "req-0042af", "v1.2.3-rc1", "xout/app_v9.bin", "out/app_v9.bin.gz"]
+_SAID = st.sampled_from(_SAID_WORDS)
+_OUTPUT = st.lists(st.sampled_from([*_SAID_WORDS, " ", "\n", "-", ".", "ok"]), max_size=12)
+
+
+def _reused_reference(messages: list[Message]) -> frozenset[str]:
+    """`reused` as first written: tokenise every output, then compare first sightings."""
+    said: dict[str, int] = {}
+    seen: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        if m.role == "assistant":
+            for t in toks(m.text):
+                said[t] = i
+        for r in m.tool_results:
+            for t in toks(r.text):
+                seen.setdefault(t, i)
+    return frozenset(t for t, i in seen.items() if t in said and i < said[t])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(_SAID, max_size=2), _OUTPUT.map("".join)), max_size=5))
+def test_reuse_is_a_sighting_before_the_last_mention(turns: list[tuple[list[str], str]]) -> None:
+    # Only the lines where a said token occurs are tokenised: the same `reused` as tokenising
+    # every output (a token inside a longer one, `xout/app_v9.bin`, is not a sighting).
+    messages = [Message("user", "go")]
+    for n, (said, output) in enumerate(turns):
+        messages.append(Message("assistant", " ".join(said), [ToolUse(f"c{n}", "Bash", {})]))
+        messages.append(Message("user", "", tool_results=[ToolResult(f"c{n}", output)]))
+    messages.append(Message("assistant", " ".join(s for said, _ in turns for s in said)))
+    want = _reused_reference(messages)
+    assert all(c.reused == want for c in message_contexts(messages).values())
+
+
 def test_lazy_cover_prefers_value_per_char_and_counts_a_token_once() -> None:
     values = {"t1": 1.0, "t2": 1.0, "t3": 0.1}
     cands = [
