@@ -158,9 +158,9 @@ _NEEDLES: tuple[tuple[bytes, ...] | re.Pattern[bytes], ...] = (
     (b"FAIL", b"ERR"),
     (b"http", b"status"),
     (b":/", b":\\", *(c + b"/" for c in _PATH_LEADS)),
-    (b"0.0",),
+    re.compile(rb"0\.0+\.0"),
     (b"hhhhhhh",),
-    (b"0.0", b"localhost:"),
+    (b"localhost:",),  # and every unit pattern 4 may match: an IP address holds a version
     re.compile(rb"(?:pid|port|exit|rc|code|size|bytes|pass|fail|test|total|count)(?:ed|s)?"
                rb"(?:" + _SPACE + rb"|[:=])*0"),
     (b"ms", b"kb", b"mb", b"gb", b"bytes", b"tokens", b"line", b"file", b"%"),
@@ -240,7 +240,7 @@ class _Views:
     """Units joined, each after a newline, in the folded byte views the needles are looked up in
     (`ok` is false when folding could hide a match: a non-ASCII digit, space or case twin)."""
 
-    __slots__ = ("folded", "hexed", "joined", "ok", "raw", "starts", "units")
+    __slots__ = ("folded", "found", "hexed", "joined", "ok", "raw", "starts", "units")
 
     def __init__(self, units: Sequence[str]) -> None:
         self.units = units
@@ -254,9 +254,18 @@ class _Views:
         self.raw = raw = joined.encode("ascii", "replace") if self.ok else b""
         self.folded = raw.translate(_FOLD)
         self.hexed = raw.translate(_HEX_FOLD)
+        self.found: dict[int, set[int]] = {}
 
     def candidates(self, k: int) -> set[int]:
         """The units pattern `k` may match: those holding one of its needles."""
+        if k == 6:
+            return self._candidates(4) | self._candidates(6)
+        return self._candidates(k)
+
+    def _candidates(self, k: int) -> set[int]:
+        hit = self.found.get(k)
+        if hit is not None:
+            return hit
         view = self.raw if k == 1 else self.hexed if k == 5 else self.folded
         needles = _NEEDLES[k]
         if isinstance(needles, re.Pattern):
@@ -265,6 +274,7 @@ class _Views:
             cands = _units_with(view, needles, self.starts)
         if k == 1 and ("✖" in self.joined or "✗" in self.joined):
             cands.update(i for i, u in enumerate(self.units) if "✖" in u or "✗" in u)
+        self.found[k] = cands
         return cands
 
 

@@ -43,8 +43,7 @@ BETA = (-0.227483, 0.122111, -0.003107, 0.097325, -0.170036, -0.058623, 0.360508
 _W = tuple(b / s for b, s in zip(BETA, SD, strict=True))
 _Z0 = INTERCEPT - sum(w * m for w, m in zip(_W, MU, strict=True))
 
-_EXTENSION = re.compile(r"\.[A-Za-z]{1,5}\Z")
-_HEX = re.compile(r"[0-9a-fA-F]{8,}\Z")
+_HEX_CHARS = "0123456789abcdefABCDEF"
 _ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|timed out", re.I)
 _ERROR_NEEDLES = (b"error", b"failed", b"exception", b"traceback", b"denied", b"not found",
                   b"timed out")  # fmt: skip
@@ -156,15 +155,21 @@ _W0, _W1, _W2, _W3, _W4, _W5, _W6, _W7, _W8, _W9, _W10, _W11, _W12 = _W
 
 
 def _own(t: str) -> float:
-    """The first six terms of a token's linear score: the ones that depend on the token alone."""
+    """The first six terms of a token's linear score: the ones that depend on the token alone.
+
+    String methods stand in for the feature regexes: a file extension is `\\.[A-Za-z]{1,5}\\Z`
+    (only the last dot can start one), a hex id is `[0-9a-fA-F]{8,}` from start to end.
+    """
     n = len(t)
-    digits = len(t) - len(t.translate(_DROP_DIGITS))
+    digits = n - len(t.translate(_DROP_DIGITS))
+    dot = t.rfind(".")
+    ext = t[dot + 1 :] if dot >= 0 else ""
     return (
         0
         + _W0 * (1.0 if digits else 0.0)
         + _W1 * (1.0 if ("/" in t or "\\" in t) else 0.0)
-        + _W2 * (1.0 if _EXTENSION.search(t) else 0.0)
-        + _W3 * (1.0 if _HEX.match(t) else 0.0)
+        + _W2 * (1.0 if 0 < len(ext) <= 5 and ext.isascii() and ext.isalpha() else 0.0)
+        + _W3 * (1.0 if n >= 8 and not t.strip(_HEX_CHARS) else 0.0)
         + _W4 * math.log(n)
         + _W5 * (digits / n)
     )
@@ -419,15 +424,20 @@ class KeyScanner:
     on either side), for every key with an alphanumeric char: one Aho–Corasick pass per text
     over all keys at once, then an alignment check per occurrence."""
 
-    __slots__ = ("_auto", "_joinable")
+    __slots__ = ("_auto", "_bare", "_joinable")
 
     def __init__(self, keys: Iterable[str]) -> None:
         auto = Automaton()
         joinable = True
+        self._bare: set[str] = set()
+        """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
         for k in keys:
-            if _ALNUM.search(k) is not None:
-                auto.add_word(k, k)
-                joinable = joinable and _SEP not in k
+            if not k:
+                continue
+            auto.add_word(k, k)
+            joinable = joinable and _SEP not in k
+            if _ALNUM.search(k) is None:
+                self._bare.add(k)
         self._auto: Automaton | None = None
         if len(auto):
             auto.make_automaton()
@@ -463,6 +473,7 @@ class KeyScanner:
         ends before offset `ends[i]`)."""
         assert self._auto is not None
         n = len(joined)
+        bare = self._bare
         i = 0
         limit = ends[0]
         out = outs[0]
@@ -470,13 +481,50 @@ class KeyScanner:
             while last >= limit:
                 i += 1
                 limit, out = ends[i], outs[i]
-            if key in out:
+            if key in out or (bare and key in bare):
                 continue
             start = last - len(key) + 1
             if (start == 0 or not joined[start - 1].isalnum()) and (
                 last + 1 == n or not joined[last + 1].isalnum()
             ):
                 out.add(key)
+
+    def held(self, texts: Sequence[str], tokens: Tokens, *, aligned: bool) -> set[str]:
+        """The keys some text holds as a token (`tokens`), or, with `aligned`, as `found` does.
+
+        Only the lines where a key occurs unaligned are tokenised: no token holds a newline, so
+        a text's tokens are those of its lines.
+        """
+        out: set[str] = set()
+        auto = self._auto
+        if auto is None:
+            return out
+        bare = self._bare
+        for text in texts:
+            n = len(text)
+            lines: dict[int, AbstractSet[str]] = {}
+            for last, key in auto.iter(text):
+                if key in out:
+                    continue
+                start = last - len(key) + 1
+                if (
+                    aligned
+                    and (start == 0 or not text[start - 1].isalnum())
+                    and (last + 1 == n or not text[last + 1].isalnum())
+                    and not (bare and key in bare)
+                ):
+                    out.add(key)
+                    continue
+                if "\n" in key:
+                    continue
+                begin = text.rfind("\n", 0, start) + 1
+                got = lines.get(begin)
+                if got is None:
+                    end = text.find("\n", last + 1)
+                    got = lines[begin] = tokens(text[begin : n if end < 0 else end])
+                if key in got:
+                    out.add(key)
+        return out
 
 
 def contained(keys: Iterable[str], text: str) -> set[str]:
@@ -497,12 +545,11 @@ def pool(
     tokens: Tokens = toks,
 ) -> list[list[int]]:
     """Re-plan every stub's greedy picks under one budget; the pooled picks per stub."""
-    covered: set[str] = set()
-    for s in side:
-        covered |= tokens(s)
-    index = KeyScanner({k for p in parts for k in p.values}) if contain else None
-    if index is not None:
-        covered |= index.found(_SEP.join(side))
+    # Only keys of the value maps can change a worth: the side covers those it holds as a token
+    # or, counting containment, aligned anywhere (the side joined as the reference joins it).
+    keys = KeyScanner({k for p in parts for k in p.values})
+    covered = keys.held([_SEP.join(side)], tokens, aligned=contain)
+    index = keys if contain else None
     room = sum(p.spend() for p in parts)
     cand_tokens: list[AbstractSet[str]] = []
     chars: list[int] = []

@@ -338,8 +338,11 @@ def _pool_reference(parts: list[ValueParts], side: list[str], contain: bool) -> 
 _POOL_LINES = st.sampled_from(
     ["GET /api/v1/items/123 200", "see /api/v1/items done", "id-00042x ok", "id-00042x-b7 ok",
      "src/main.rs:12 warn", "main.rs built", "build/app_v2.bin 4096", "x" * 40, "v1.2.3-rc1",
-     "note 1.2.3 ok", "error: id-00042x failed"]
+     "note 1.2.3 ok", "error: id-00042x failed", "éid-00042x", "see ________ and __init__.py",
+     "________", "x__init__.py"]
 )  # fmt: skip
+"""Pool lines; `éid-00042x` holds a token that is not aligned, `________` a key with no
+alphanumeric char (a token, never contained)."""
 
 
 @settings(max_examples=80, deadline=None)
