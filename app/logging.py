@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 REQUEST_LOGGER = "factrail.request"
+_request_log = logging.getLogger(REQUEST_LOGGER)
 
 
 class JsonFormatter(logging.Formatter):
@@ -43,4 +44,4 @@ def configure_logging(level: str) -> None:
 
 def log_request(**fields: Any) -> None:
     """Emit the one log line of a finished request (route, outcome, status, tokens, ms)."""
-    logging.getLogger(REQUEST_LOGGER).info("request", extra={"fields": fields})
+    _request_log.info("request", extra={"fields": fields})

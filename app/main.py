@@ -14,7 +14,8 @@ from app.engine import Engine, build_engine, default_state_url, open_outputs
 from app.logging import configure_logging
 from app.metrics import Metrics
 from app.proxy import Gateway
-from app.routes import openai, ops
+from app.routes import ops
+from app.routes.proxied import ProxiedRoutes
 from app.settings import Settings
 from app.upstream import make_client
 from factrail import __version__
@@ -112,7 +113,7 @@ def create_app(
         openapi_url=None,
     )
     app.include_router(ops.router)
-    app.include_router(openai.router)
+    app.add_middleware(ProxiedRoutes)
     return app
 
 

@@ -116,6 +116,16 @@ class Metrics:
         )
         self.build_info = Gauge(p + "build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
+        self._request_counts: dict[tuple[str, str, int], Counter] = {}
+
+    def count_request(self, route: str, outcome: str, status: int) -> None:
+        """Count one answered request; the labelled child is looked up once per label set."""
+        key = (route, outcome, status // 100)
+        child = self._request_counts.get(key)
+        if child is None:
+            child = self.requests.labels(route, outcome, f"{status // 100}xx")
+            self._request_counts[key] = child
+        child.inc()
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

@@ -23,6 +23,7 @@ import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from app.engine import Engine, compactor_config
 from app.errors import anthropic_error, openai_error
@@ -109,6 +110,15 @@ class Gateway:
         """The compactor's own configuration: the fast path asks the same trigger rule."""
         fenced = (*self.compaction.taint_tools, *self.compaction.taint_skills)
         self.fenced_names = tuple(n.encode() for n in fenced if n)
+        anthropic = settings.anthropic_upstream_url.rstrip("/")
+        self.bases: dict[Provider, str] = {
+            "openai": settings.upstream_url,
+            "anthropic": anthropic if anthropic.endswith("/v1") else anthropic + "/v1",
+        }
+        """Upstream base URL of each provider, ending in `/v1`."""
+        self.extensions = {"timeout": client.timeout.as_dict()}
+        """The client's timeouts, for requests built without the client's merging step (which
+        would also add its default headers and its cookie jar: a proxy forwards neither)."""
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -129,35 +139,42 @@ class Gateway:
         trigger = min(trigger_for(m, self.compaction) for m in models)
         return len(body) * CALIBRATION_HEADROOM < trigger * 5 / 6
 
-    async def handle(self, request: Request, route: Route) -> Response:
-        """Proxy one request end to end; never raises."""
+    async def serve(self, scope: Scope, receive: Receive, send: Send, route: Route) -> None:
+        """Proxy one request end to end and answer it; count and log it once answered.
+
+        Nothing but the answer runs between the upstream's response and the client.
+        """
         start = time.perf_counter()
-        status, outcome = 500, "passthrough"
-        prepared: Prepared | None = None
+        response, outcome, result = await self._respond(Request(scope, receive), route, start)
+        ms = round((time.perf_counter() - start) * 1000, 2)
+        try:
+            await response(scope, receive, send)
+        finally:
+            status = response.status_code
+            self.metrics.count_request(route.label, outcome, status)
+            log_request(
+                route=route.label,
+                method=scope["method"],
+                outcome=outcome,
+                status=status,
+                tokens_before=result.tokens_before if result else None,
+                tokens_after=result.tokens_after if result else None,
+                ms=ms,
+            )
+
+    async def _respond(
+        self, request: Request, route: Route, start: float
+    ) -> tuple[Response, str, TurnResult | None]:
+        """The response, the outcome and the compaction result of one request; never raises."""
         try:
             body = await self._read_body(request)
             prepared = await self._prepare(route, body, request.headers.get(SESSION_HEADER))
-            outcome = prepared.outcome
             response = await self._forward(request, route, prepared, start)
         except RequestRejected as exc:
-            outcome = "rejected"
-            response = _error(route, exc.status, exc.message, exc.code)
+            return _error(route, exc.status, exc.message, exc.code), "rejected", None
         except ClientDisconnect:
-            outcome = "client-gone"
-            response = Response(status_code=499)
-        status = response.status_code
-        self.metrics.requests.labels(route.label, outcome, f"{status // 100}xx").inc()
-        result = prepared.result if prepared else None
-        log_request(
-            route=route.label,
-            method=request.method,
-            outcome=outcome,
-            status=status,
-            tokens_before=result.tokens_before if result else None,
-            tokens_after=result.tokens_after if result else None,
-            ms=round((time.perf_counter() - start) * 1000, 2),
-        )
-        return response
+            return Response(status_code=499), "client-gone", None
+        return response, prepared.outcome, prepared.result
 
     async def _read_body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -208,12 +225,14 @@ class Gateway:
     async def _forward(
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Response:
-        url = upstream_url(self._upstream_base(route), request.url.path, request.url.query)
-        upstream_request = self.client.build_request(
-            request.method,
+        scope = request.scope
+        url = upstream_url(self.bases[route.provider], scope["path"], scope["query_string"])
+        upstream_request = httpx.Request(
+            scope["method"],
             url,
-            headers=request_headers(request.headers.items()),
+            headers=request_headers(scope["headers"]),
             content=prepared.body,
+            extensions=self.extensions,
         )
         sent = time.perf_counter()
         self.metrics.overhead.observe(sent - start)
@@ -247,13 +266,6 @@ class Gateway:
             await upstream.aclose()
         self._observe(prepared, body_prompt_tokens(content))
         return Response(content, status_code=upstream.status_code, headers=headers)
-
-    def _upstream_base(self, route: Route) -> str:
-        """The upstream base URL of the route's provider, ending in `/v1`."""
-        if route.provider == "openai":
-            return self.settings.upstream_url
-        base = self.settings.anthropic_upstream_url.rstrip("/")
-        return base if base.endswith("/v1") else base + "/v1"
 
     async def _relay(self, upstream: httpx.Response, prepared: Prepared) -> AsyncIterator[bytes]:
         """The upstream bytes chunk by chunk; the upstream stream is closed however this ends."""

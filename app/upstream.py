@@ -22,6 +22,8 @@ HOP_BY_HOP = frozenset(
 )
 """Headers that describe one connection, not the message (RFC 9110 §7.6.1)."""
 REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-factrail-session"}
+RAW_REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
+IDENTITY = (b"accept-encoding", b"identity")
 RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 """Bodies are relayed decoded; uvicorn sets its own date and server."""
 
@@ -40,21 +42,25 @@ def make_client(
     )
 
 
-def upstream_url(base: str, path: str, query: str) -> str:
-    """`base` (ending in `/v1` or not) joined with a client path under `/v1/`."""
+def upstream_url(base: str, path: str, query: bytes) -> str:
+    """`base` (ending in `/v1` or not) joined with a client path under `/v1/` and raw query."""
     rest = path[len("/v1") :] if path.startswith("/v1/") else path
     url = base.rstrip("/") + rest
-    return f"{url}?{query}" if query else url
+    return f"{url}?{query.decode('latin-1')}" if query else url
 
 
-def request_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """End-to-end client headers to forward (hop-by-hop, `Connection`-named and length dropped).
+def request_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """End-to-end client headers to forward, from raw ASGI headers (hop-by-hop, those named in
+    `Connection`, the length and the client's `accept-encoding` dropped).
 
-    `accept-encoding` is dropped so the upstream answers in identity and streams relay as is.
+    The upstream is asked for identity, so streams relay as they come and nothing is decoded.
     """
-    pairs = list(headers)
-    named = _connection_named(pairs)
-    return [(k, v) for k, v in pairs if k.lower() not in REQUEST_DROP and k.lower() not in named]
+    pairs = [(key.lower(), value) for key, value in headers]
+    named = {
+        part.strip().lower() for key, value in pairs if key == b"connection" for part in value.split(b",")
+    }
+    drop = RAW_REQUEST_DROP | named if named else RAW_REQUEST_DROP
+    return [*((k, v) for k, v in pairs if k not in drop), IDENTITY]
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:

@@ -244,15 +244,15 @@ def _cover(
     picks: list[int] = []
     while heap:
         _, i = pop(heap)
+        cost = chars[i] + 1
+        if used + cost > room:  # `used` only grows: it never fits
+            continue
         get = values[i].get
-        worth = sum(get(t, 0.0) for t in tokens[i] if t not in seen) / (chars[i] + 1)
+        worth = sum(get(t, 0.0) for t in tokens[i] if t not in seen) / cost
         if worth <= 0:
             continue
         if heap and worth < -heap[0][0] - _EPS:
             push(heap, (-worth, i))
-            continue
-        cost = chars[i] + 1
-        if used + cost > room:
             continue
         picks.append(i)
         used += cost

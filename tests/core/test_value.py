@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 import re
 
@@ -101,6 +102,51 @@ def test_reuse_is_a_sighting_before_the_last_mention(turns: list[tuple[list[str]
     messages.append(Message("assistant", " ".join(s for said, _ in turns for s in said)))
     want = _reused_reference(messages)
     assert all(c.reused == want for c in message_contexts(messages).values())
+
+
+def _cover_rescoring_all(cands: list[Candidate], covered: set[str], room: int) -> list[int]:
+    """Lazy greedy coverage as first written: every popped candidate is re-scored, even one that
+    no longer fits (it is only then dropped)."""
+    seen, used, picks = set(covered), 0, []
+    heap = [(-_first(c), i) for i, c in enumerate(cands) if c.tokens]
+    heapq.heapify(heap)
+    while heap:
+        _, i = heapq.heappop(heap)
+        c = cands[i]
+        worth = sum(c.values.get(t, 0.0) for t in c.tokens if t not in seen) / (c.chars + 1)
+        if worth <= 0:
+            continue
+        if heap and worth < -heap[0][0] - 1e-12:
+            heapq.heappush(heap, (-worth, i))
+            continue
+        if used + c.chars + 1 > room:
+            continue
+        picks.append(i)
+        used += c.chars + 1
+        seen |= c.tokens
+    return picks
+
+
+def _first(c: Candidate) -> float:
+    return sum(c.values.get(t, 0.0) for t in c.tokens) / (c.chars + 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sets(st.sampled_from("abcdefg"), max_size=4), st.integers(0, 30)),
+        max_size=10,
+    ),
+    st.dictionaries(st.sampled_from("abcdefg"), st.sampled_from([0.125, 0.25, 0.5, 1.0, 2.0])),
+    st.integers(0, 80),
+)
+def test_lazy_cover_skips_what_no_longer_fits_without_changing_picks(
+    spec: list[tuple[set[str], int]], values: dict[str, float], room: int
+) -> None:
+    # A candidate that no longer fits is dropped without being re-scored: it can never be picked,
+    # and the picks (ties included: dyadic values make many) are those of re-scoring it first.
+    cands = [Candidate(frozenset(t), chars, values) for t, chars in spec]
+    assert lazy_cover(cands, set(), room) == _cover_rescoring_all(cands, set(), room)
 
 
 def test_lazy_cover_prefers_value_per_char_and_counts_a_token_once() -> None:

@@ -1,0 +1,63 @@
+"""The proxied surface as a pure ASGI layer in front of FastAPI's routes.
+
+Compaction routes: `POST /v1/chat/completions`, `/v1/responses` and (Anthropic) `/v1/messages`.
+Everything else under `/v1/messages/` passes through to the Anthropic upstream and the rest of
+`/v1/` to the OpenAI one, except `GET /v1/factrail/outputs/...` (an operations route). On a small
+request FastAPI's routing, dependency solving and exception middlewares cost more than the
+proxying itself, so these requests never enter them; the operations routes stay in FastAPI.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from app.errors import openai_error
+from app.proxy import ANTHROPIC_PASSTHROUGH, CHAT, MESSAGES, PASSTHROUGH, RESPONSES, Gateway, Route
+
+PASSTHROUGH_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
+"""Methods the pass-through routes accept; others under `/v1/` are answered 405."""
+COMPACTION_ROUTES = {
+    "/v1/chat/completions": CHAT,
+    "/v1/responses": RESPONSES,
+    "/v1/messages": MESSAGES,
+}
+"""Exact path → route, for `POST` (other methods on these paths pass through)."""
+OUTPUTS_PREFIX = "/v1/factrail/outputs/"
+
+
+def route_for(method: str, path: str) -> Route | None:
+    """The proxied route of a request; None for paths outside `/v1/` and the operations routes.
+
+    Raises `LookupError` for a method the pass-through does not accept.
+    """
+    if method == "POST" and path in COMPACTION_ROUTES:
+        return COMPACTION_ROUTES[path]
+    if not path.startswith("/v1/") or (method == "GET" and path.startswith(OUTPUTS_PREFIX)):
+        return None
+    if method not in PASSTHROUGH_METHODS:
+        raise LookupError(method)
+    return ANTHROPIC_PASSTHROUGH if path.startswith("/v1/messages/") else PASSTHROUGH
+
+
+class ProxiedRoutes:
+    """ASGI middleware: answers the proxied routes through the gateway, passes the rest on."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Dispatch one ASGI call."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            route = route_for(scope["method"], scope["path"])
+        except LookupError:
+            allow = {"allow": ", ".join(sorted(PASSTHROUGH_METHODS))}
+            await openai_error(405, "method not allowed", headers=allow)(scope, receive, send)
+            return
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        gateway: Gateway = scope["app"].state.gateway
+        await gateway.serve(scope, receive, send, route)
