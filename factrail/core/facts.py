@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -320,32 +320,45 @@ def _reach(units: Sequence[str], need: float) -> bool:
     return False
 
 
+_DIGIT_FOLD = str.maketrans("23456789", "00000000")
+"""Every ASCII digit but `1` as `0`. The fact patterns tell digits apart only by the literal
+`ps1`, so a unit and its fold have the same score: log lines that differ only in their numbers
+(times, counts, ids, line numbers) are scored once."""
+
+
+def score_key(unit: str) -> str:
+    """The memo key of a unit's fact score (`fact_score(score_key(u)) == fact_score(u)`)."""
+    return unit.translate(_DIGIT_FOLD)
+
+
 class FactScores:
-    """`fact_score` memoised across one compaction; `many` scores the misses in one scan."""
+    """`fact_score` memoised across one compaction by `score_key`; `many` scores the misses in
+    one scan."""
 
     __slots__ = ("_memo",)
 
     def __init__(self) -> None:
         self._memo: dict[str, int] = {}
 
-    @property
-    def known(self) -> Mapping[str, int]:
-        """The scores found so far, by unit."""
-        return self._memo
+    def known(self, unit: str) -> int | None:
+        """The score of `unit` if it (or a unit with the same key) was scored already."""
+        return self._memo.get(unit.translate(_DIGIT_FOLD))
 
     def __call__(self, unit: str) -> int:
-        hit = self._memo.get(unit)
+        key = unit.translate(_DIGIT_FOLD)
+        hit = self._memo.get(key)
         if hit is None:
-            hit = self._memo[unit] = fact_score(unit)
+            hit = self._memo[key] = fact_score(key)
         return hit
 
     def many(self, units: Sequence[str]) -> list[int]:
         """The score of every unit of `units`."""
         memo = self._memo
-        missing = list({u: None for u in units if u not in memo})
+        keys = [u.translate(_DIGIT_FOLD) for u in units]
+        missing = list({k: None for k in keys if k not in memo})
         if missing:
             memo.update(zip(missing, unit_scores(missing), strict=True))
-        return [memo[u] for u in units]
+        return [memo[k] for k in keys]
 
 
 Score = Callable[[str], int]
@@ -399,11 +412,16 @@ def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
     distinct = list(dict.fromkeys(units(text)))
     if not isinstance(score, FactScores):
         return sum(len(u) + 1 for u in distinct if score(u) > 0) >= need
-    known = score.known
-    got = sum(len(u) + 1 for u in distinct if known.get(u, 0) > 0)
+    got = 0
+    unknown: list[str] = []
+    for u in distinct:
+        hit = score.known(u)
+        if hit is None:
+            unknown.append(u)
+        elif hit > 0:
+            got += len(u) + 1
     if got >= need:
         return True
-    unknown = [u for u in distinct if u not in known]
     return bool(unknown) and _reach(unknown, need - got)
 
 

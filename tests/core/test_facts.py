@@ -17,6 +17,7 @@ from factrail.core.facts import (
     fact_score,
     fact_tokens,
     facts_reach,
+    score_key,
     scored_units,
     token_occurrences,
     token_sets,
@@ -244,3 +245,23 @@ def test_fact_token_is_its_case_insensitive_definition(text: str) -> None:
     # that fold to an ASCII letter included): the same matches, in the same places.
     definition = re.compile(FACT_TOKEN_DEFINITION, re.IGNORECASE)
     assert FACT_TOKEN.findall(text) == definition.findall(text)
+
+
+_FOLD_CHARS = st.sampled_from(
+    [
+        *"0123456789 .:/-_%abfxs",
+        *("run.ps1", ".ps2", "ps1", "v1.2.3", "10.0.0.1:8080", "pid ", "ms", "HTTP/1.1 "),
+        *("status=", "9f3c2ab", "٣", "error ", "tests=", "1234", "C:\\"),
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.lists(_FOLD_CHARS, max_size=10).map("".join), max_size=6))
+@example(["run.ps1", "run.ps2", "x 1234", "1.2.3.4"])
+def test_digit_folded_units_score_alike(us: list[str]) -> None:
+    # Scores are memoised by `score_key` (digits 2–9 as 0): each fold scores as its unit does.
+    assert [fact_score(score_key(u)) for u in us] == [fact_score(u) for u in us]
+    memo = FactScores()
+    assert memo.many(us) == [fact_score(u) for u in us]
+    assert [memo(u) for u in reversed(us)] == [fact_score(u) for u in reversed(us)]
