@@ -65,10 +65,12 @@ FACT_TOKEN_DEFINITION = (
     rf"[A-Za-z]:[\\/][^\s\"'<>]+|/(?:[\w.@-]+/)+[\w.@-]+|{_HEX}|\b\d[\d.,:]*\d\b"
 )
 """The tokens whose loss the escalation counts (paths, hex ids, multi-digit numbers), matched
-case-insensitively; `FACT_TOKEN` is the same set spelt case-sensitively, which scans ≈ 2× faster."""
+case-insensitively; `FACT_TOKEN` is the same set spelt case-sensitively, with a leading set of
+the chars a match starts with, which scans ≈ 2× faster."""
 FACT_TOKEN = re.compile(
-    rf"[{_CASED}]:[\\/][^\s\"'<>]+|/(?:[\w.@-]+/)+[\w.@-]+"
-    r"|\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,40}\b|\b\d[\d.,:]*\d\b"
+    rf"(?=[{_CASED}/\da-fA-F])"  # the chars a match can start with: lets the scan skip ahead
+    rf"(?:[{_CASED}]:[\\/][^\s\"'<>]+|/(?:[\w.@-]+/)+[\w.@-]+"
+    r"|\b(?:(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,40}\b|\d[\d.,:]*\d\b))"
 )
 
 _DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
