@@ -1,12 +1,15 @@
 """Time the rules path of the engine against the cost of parsing and writing the body.
 
-Usage: `.venv/bin/python bench/engine.py [--runs 7] [--sizes 10000,50000,...] [--profile N]`
+Usage: `.venv/bin/python bench/engine.py [--runs 7] [--sizes 10000,50000,...] [--profile N]
+[--selection full|no-pool|regex] [--corpus DIR]`
 
 For each size, a synthetic but realistic transcript (file reads, test logs, curl outputs, grep
 hits; seeded, so every run builds the same one) is reduced by `apply` with every unpinned call
 `drop_result` and `Reduction(0.3, 0.3)` (the newest 6 messages stay pinned). Beside it, the
 floor: `orjson.loads` + `orjson.dumps` of the same transcript as an OpenAI chat body.
-Prints a markdown table of medians.
+Prints a markdown table of medians. `--corpus DIR` times the same rules path on the largest real
+sessions of a corpus folder instead (the synthetic transcripts repeat line shapes more than real
+tool output does, which the fact-score memo rewards).
 """
 
 from __future__ import annotations
@@ -19,16 +22,18 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 
 from factrail.core.apply import Applied, Reduction, Selection, apply
 from factrail.core.facts import toks
-from factrail.core.model import Message, ToolResult, ToolUse
+from factrail.core.model import Message, ToolResult, ToolUse, transcript_tokens
 from factrail.core.plan import rules_actions
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
+from factrail.eval.corpora import load_corpus_dir
 
 SIZES = (10_000, 50_000, 100_000, 200_000, 400_000)
 WORDS = (
@@ -251,8 +256,13 @@ def main() -> None:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--profile", type=int, default=0, help="profile one size, print top 25")
     parser.add_argument("--selection", choices=sorted(SELECTIONS), default="full")
+    parser.add_argument("--corpus", type=Path, help="time the largest real sessions of a folder")
+    parser.add_argument("--sessions", type=int, default=8, help="with --corpus: how many")
     args = parser.parse_args()
     selection = SELECTIONS[args.selection]
+    if args.corpus:
+        corpus_table(args.corpus, args.sessions, args.runs, selection)
+        return
     if args.profile:
         messages = transcript(args.profile)
         profiler = cProfile.Profile()
@@ -272,6 +282,25 @@ def main() -> None:
             f"| {size:,} | {len(body) // 1024:,} | {results} | {engine:.1f} | {floor:.2f} "
             f"| {engine / floor:.0f}× | {got.tokens_after / got.tokens_before:.0%} |"
         )
+
+
+def corpus_table(folder: Path, sessions: int, runs: int, selection: Selection) -> None:
+    """The rules path on the `sessions` largest transcripts of `folder`, and ms per 100k tokens."""
+    named = [(n, m, transcript_tokens(m, estimate_tokens)) for n, m in load_corpus_dir(folder)]
+    named.sort(key=lambda x: -x[2])
+    print("| session | est. tokens | results | rules path ms | ms per 100k tokens | kept |")
+    print("|---|---:|---:|---:|---:|---:|")
+    rates = []
+    for name, messages, tokens in named[:sessions]:
+        results = sum(len(m.tool_results) for m in messages)
+        ms = median_ms(functools.partial(rules_path, messages, selection), runs)
+        got = rules_path(messages, selection)
+        rates.append(ms * 100_000 / tokens)
+        print(
+            f"| {name[:48]} | {tokens:,} | {results} | {ms:.1f} | {rates[-1]:.1f} "
+            f"| {got.tokens_after / got.tokens_before:.0%} |"
+        )
+    print(f"\nmedian ms per 100k tokens: {statistics.median(rates):.1f}")
 
 
 if __name__ == "__main__":

@@ -559,10 +559,16 @@ def pool(
         rest = [p.units[k] for k in p.rest]
         own = [p.tokens[k] for k in p.rest] if p.tokens else token_sets(rest, tokens)
         extra = index.found_each(rest) if index is not None else None
+        valued = p.values.keys()
+        rank: dict[str, int] | None = None
         for j, k in enumerate(p.rest):
             unit_tokens = frozenset(own[j])
             if extra is not None and extra[j]:
-                unit_tokens |= extra[j].intersection(p.values)
+                kept = [t for t in extra[j] if t in valued]
+                if len(kept) > 1:  # in the value map's order, as `set.intersection(map)` adds
+                    rank = rank or {t: r for r, t in enumerate(valued)}
+                    kept.sort(key=rank.__getitem__)
+                unit_tokens |= set(kept)
             cand_tokens.append(unit_tokens)
             chars.append(len(rest[j]))
             values.append(p.values)
