@@ -13,25 +13,24 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
-import anyio
 import httpx
 import orjson
-from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app.engine import Engine, compactor_config
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
+from app.relay import Relay
 from app.settings import Settings
 from app.upstream import request_headers, response_headers, upstream_url
-from app.usage import StreamUsage, body_prompt_tokens
+from app.usage import body_prompt_tokens
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
 from factrail.session import TurnResult, trigger_for
@@ -58,6 +57,8 @@ class RequestRejected(Exception):
 
 
 Provider = Literal["openai", "anthropic"]
+Answer = Response | Relay
+"""What the gateway answers with: a whole response or a relayed stream."""
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ class Gateway:
 
     async def _respond(
         self, request: Request, route: Route, start: float
-    ) -> tuple[Response, str, TurnResult | None]:
+    ) -> tuple[Answer, str, TurnResult | None]:
         """The response, the outcome and the compaction result of one request; never raises."""
         try:
             body = await self._read_body(request)
@@ -224,7 +225,7 @@ class Gateway:
 
     async def _forward(
         self, request: Request, route: Route, prepared: Prepared, start: float
-    ) -> Response:
+    ) -> Answer:
         scope = request.scope
         url = upstream_url(self.bases[route.provider], scope["path"], scope["query_string"])
         upstream_request = httpx.Request(
@@ -250,12 +251,8 @@ class Gateway:
         content_type = upstream.headers.get("content-type", "")
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"
-            return StreamingResponse(
-                self._relay(upstream, prepared),
-                status_code=upstream.status_code,
-                headers=headers,
-                background=BackgroundTask(upstream.aclose),
-            )
+            done = partial(self._observe, prepared) if prepared.session else None
+            return Relay(upstream, headers, done)
         try:
             content = await upstream.aread()
         except httpx.TimeoutException:
@@ -266,20 +263,6 @@ class Gateway:
             await upstream.aclose()
         self._observe(prepared, body_prompt_tokens(content))
         return Response(content, status_code=upstream.status_code, headers=headers)
-
-    async def _relay(self, upstream: httpx.Response, prepared: Prepared) -> AsyncIterator[bytes]:
-        """The upstream bytes chunk by chunk; the upstream stream is closed however this ends."""
-        usage = StreamUsage() if prepared.session else None
-        try:
-            async for chunk in upstream.aiter_bytes():
-                if usage is not None:
-                    usage.feed(chunk)
-                yield chunk
-        finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-        if usage is not None:
-            self._observe(prepared, usage.prompt_tokens)
 
     def _observe(self, prepared: Prepared, reported: int | None) -> None:
         if self.engine is None or prepared.session is None or prepared.result is None:

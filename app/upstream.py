@@ -43,8 +43,8 @@ def make_client(
 
 
 def upstream_url(base: str, path: str, query: bytes) -> str:
-    """`base` (ending in `/v1` or not) joined with a client path under `/v1/` and raw query."""
-    rest = path[len("/v1") :] if path.startswith("/v1/") else path
+    """`base` (ending in `/v1` or not) joined with a client path under `/v1` and raw query."""
+    rest = path[len("/v1") :] if path.startswith("/v1/") or path == "/v1" else path
     url = base.rstrip("/") + rest
     return f"{url}?{query.decode('latin-1')}" if query else url
 
@@ -57,7 +57,10 @@ def request_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes,
     """
     pairs = [(key.lower(), value) for key, value in headers]
     named = {
-        part.strip().lower() for key, value in pairs if key == b"connection" for part in value.split(b",")
+        part.strip().lower()
+        for key, value in pairs
+        if key == b"connection"
+        for part in value.split(b",")
     }
     drop = RAW_REQUEST_DROP | named if named else RAW_REQUEST_DROP
     return [*((k, v) for k, v in pairs if k not in drop), IDENTITY]

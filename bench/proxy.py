@@ -1,6 +1,9 @@
 """The fake upstream direct vs through factrail (both real loopback processes).
 
-Interleaved rounds, median of per-round medians, printed as a markdown table:
+Every case is warmed up, then measured in rounds; within a round direct and proxied calls
+alternate. The small cases (small request, stream) are cheap and noisy, so they run
+`--reps` x `CHEAP_FACTOR` times a round. Printed as a markdown table: the median of per-round
+medians, and the min-max of the per-round added ms (how noisy the machine was):
     .venv/bin/python bench/proxy.py [--rounds 5] [--reps 5]
 """
 
@@ -24,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.integration.processes import free_port, start, start_factrail, stop  # noqa: E402
+
+CHEAP_FACTOR = 40
+"""Repetitions of the small cases per `--reps`."""
+WARMUP = 20
+"""Unmeasured calls of each cheap case per base before the first round (one for the others)."""
 
 
 def transcript(tokens: int) -> list[dict[str, Any]]:
@@ -107,19 +115,38 @@ def main() -> None:
         "next turn (re-application)": reapply,
         "stream: time to first chunk": first_chunk,
     }
-    results: dict[str, dict[str, list[float]]] = {c: {"d": [], "p": []} for c in cases}
+    cheap = {"small request", "stream: time to first chunk"}
+    reps = {c: args.reps * (CHEAP_FACTOR if c in cheap else 1) for c in cases}
+    for name, case in cases.items():
+        for _ in range(WARMUP if name in cheap else 1):
+            case(direct)
+            case(proxy_url)
+    rounds: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
     for _ in range(args.rounds):
         for name, case in cases.items():
-            for key, base in (("d", direct), ("p", proxy_url)):
-                results[name][key].append(statistics.median(case(base) for _ in range(args.reps)))
+            d: list[float] = []
+            p: list[float] = []
+            for _ in range(reps[name]):
+                d.append(case(direct))
+                p.append(case(proxy_url))
+            rounds[name].append((statistics.median(d), statistics.median(p)))
     stop(proxy)
     stop(fake)
-    print(f"rounds={args.rounds} reps={args.reps}; body of 200k case: {len(above) // 1024} KiB\n")
-    print("| case | direct ms | through factrail ms | added ms |")
-    print("|---|---:|---:|---:|")
-    for name, r in results.items():
-        d, p = statistics.median(r["d"]) * 1000, statistics.median(r["p"]) * 1000
-        print(f"| {name} | {d:.2f} | {p:.2f} | {p - d:+.2f} |")
+    print(
+        f"rounds={args.rounds} reps={args.reps} (small cases x{CHEAP_FACTOR}); "
+        f"body of 200k case: {len(above) // 1024} KiB\n"
+    )
+    print("| case | reps/round | direct ms | through factrail ms | added ms | added, per round |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, pairs in rounds.items():
+        d_ms = statistics.median(d for d, _ in pairs) * 1000
+        p_ms = statistics.median(p for _, p in pairs) * 1000
+        added = [(p - d) * 1000 for d, p in pairs]
+        spread = f"{min(added):+.2f} .. {max(added):+.2f}"
+        print(
+            f"| {name} | {reps[name]} | {d_ms:.2f} | {p_ms:.2f} | "
+            f"{statistics.median(added):+.2f} | {spread} |"
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,1 @@
-"""HTTP routes: thin handlers over the gateway (`app.proxy`) and the stores."""
-
-PASSTHROUGH_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-"""Methods the pass-through routes accept."""
+"""HTTP routes: the proxied surface (pure ASGI, over `app.proxy`) and the operations routes."""

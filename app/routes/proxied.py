@@ -26,13 +26,14 @@ OUTPUTS_PREFIX = "/v1/factrail/outputs/"
 
 
 def route_for(method: str, path: str) -> Route | None:
-    """The proxied route of a request; None for paths outside `/v1/` and the operations routes.
+    """The proxied route of a request; None outside `/v1` and for the operations routes.
 
     Raises `LookupError` for a method the pass-through does not accept.
     """
     if method == "POST" and path in COMPACTION_ROUTES:
         return COMPACTION_ROUTES[path]
-    if not path.startswith("/v1/") or (method == "GET" and path.startswith(OUTPUTS_PREFIX)):
+    under_v1 = path.startswith("/v1/") or path == "/v1"
+    if not under_v1 or (method == "GET" and path.startswith(OUTPUTS_PREFIX)):
         return None
     if method not in PASSTHROUGH_METHODS:
         raise LookupError(method)
@@ -54,7 +55,10 @@ class ProxiedRoutes:
             route = route_for(scope["method"], scope["path"])
         except LookupError:
             allow = {"allow": ", ".join(sorted(PASSTHROUGH_METHODS))}
-            await openai_error(405, "method not allowed", headers=allow)(scope, receive, send)
+            answer = openai_error(
+                405, "method not allowed", code="method_not_allowed", headers=allow
+            )
+            await answer(scope, receive, send)
             return
         if route is None:
             await self.app(scope, receive, send)
