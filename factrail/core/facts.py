@@ -333,6 +333,15 @@ def score_key(unit: str) -> str:
     return unit.translate(_DIGIT_FOLD)
 
 
+def score_keys(units: Sequence[str]) -> list[str]:
+    """`[score_key(u) for u in units]`, folding the units joined by newlines in one call when
+    none holds a newline (`str.translate` costs ≈ 1 µs a call)."""
+    joined = "\n".join(units)
+    if joined.count("\n") != len(units) - 1 or not units:
+        return [u.translate(_DIGIT_FOLD) for u in units]
+    return joined.translate(_DIGIT_FOLD).split("\n")
+
+
 class FactScores:
     """`fact_score` memoised across one compaction by `score_key`; `many` scores the misses in
     one scan."""
@@ -342,9 +351,10 @@ class FactScores:
     def __init__(self) -> None:
         self._memo: dict[str, int] = {}
 
-    def known(self, unit: str) -> int | None:
-        """The score of `unit` if it (or a unit with the same key) was scored already."""
-        return self._memo.get(unit.translate(_DIGIT_FOLD))
+    def known(self, units: Sequence[str]) -> list[int | None]:
+        """The score of each unit that (or a unit with the same key) was scored already."""
+        get = self._memo.get
+        return [get(k) for k in score_keys(units)]
 
     def __call__(self, unit: str) -> int:
         key = unit.translate(_DIGIT_FOLD)
@@ -356,7 +366,7 @@ class FactScores:
     def many(self, units: Sequence[str]) -> list[int]:
         """The score of every unit of `units`."""
         memo = self._memo
-        keys = [u.translate(_DIGIT_FOLD) for u in units]
+        keys = score_keys(units)
         missing = list({k: None for k in keys if k not in memo})
         if missing:
             memo.update(zip(missing, unit_scores(missing), strict=True))
@@ -416,8 +426,7 @@ def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
         return sum(len(u) + 1 for u in distinct if score(u) > 0) >= need
     got = 0
     unknown: list[str] = []
-    for u in distinct:
-        hit = score.known(u)
+    for u, hit in zip(distinct, score.known(distinct), strict=True):
         if hit is None:
             unknown.append(u)
         elif hit > 0:

@@ -48,7 +48,6 @@ _ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|ti
 _ERROR_NEEDLES = (b"error", b"failed", b"exception", b"traceback", b"denied", b"not found",
                   b"timed out")  # fmt: skip
 _DIGITS = frozenset("0123456789")
-_DROP_DIGITS = str.maketrans("", "", "0123456789")
 _EPS = 1e-12
 
 
@@ -161,7 +160,8 @@ def _own(t: str) -> float:
     (only the last dot can start one), a hex id is `[0-9a-fA-F]{8,}` from start to end.
     """
     n = len(t)
-    digits = n - len(t.translate(_DROP_DIGITS))
+    raw = t.encode("utf-8", "surrogatepass")  # no multi-byte char holds an ASCII digit
+    digits = len(raw) - len(raw.translate(None, b"0123456789"))
     dot = t.rfind(".")
     ext = t[dot + 1 :] if dot >= 0 else ""
     return (

@@ -18,6 +18,7 @@ from factrail.core.facts import (
     fact_tokens,
     facts_reach,
     score_key,
+    score_keys,
     scored_units,
     token_occurrences,
     token_sets,
@@ -251,7 +252,7 @@ _FOLD_CHARS = st.sampled_from(
     [
         *"0123456789 .:/-_%abfxs",
         *("run.ps1", ".ps2", "ps1", "v1.2.3", "10.0.0.1:8080", "pid ", "ms", "HTTP/1.1 "),
-        *("status=", "9f3c2ab", "٣", "error ", "tests=", "1234", "C:\\"),
+        *("status=", "9f3c2ab", "٣", "error ", "tests=", "1234", "C:\\", "\n"),
     ]
 )
 
@@ -262,6 +263,7 @@ _FOLD_CHARS = st.sampled_from(
 def test_digit_folded_units_score_alike(us: list[str]) -> None:
     # Scores are memoised by `score_key` (digits 2–9 as 0): each fold scores as its unit does.
     assert [fact_score(score_key(u)) for u in us] == [fact_score(u) for u in us]
+    assert score_keys(us) == [score_key(u) for u in us]
     memo = FactScores()
     assert memo.many(us) == [fact_score(u) for u in us]
     assert [memo(u) for u in reversed(us)] == [fact_score(u) for u in reversed(us)]
