@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import heapq
 import re
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.classify import read_is_observation, rerunnable_ids
-from factrail.core.facts import FactScores, TokenSets, fact_lines, fact_tokens, token_scan
+from factrail.core.facts import (
+    FactScores,
+    TokenSets,
+    fact_lines,
+    fact_tokens,
+    token_scan,
+    unit_spans,
+)
 from factrail.core.marks import is_compacted
 from factrail.core.model import Action, Message, ToolUse
 from factrail.core.rails import (
@@ -143,6 +151,24 @@ class _Engine:
         self.score = FactScores()
         self.tokens = TokenSets()
         self.own: dict[str, float] = {}
+        self.spans: dict[str, list[tuple[int, int, bool]]] = {}
+
+    def units_of(self, text: str) -> list[str]:
+        """`units(text)`, from spans memoised for the stub cuts that follow."""
+        return [text[a:b] for a, b, _ in self._spans_of(text)]
+
+    def _spans_of(self, text: str) -> list[tuple[int, int, bool]]:
+        spans = self.spans.get(text)
+        if spans is None:
+            spans = self.spans[text] = unit_spans(text)
+        return spans
+
+    def spans_between(self, text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
+        """`unit_spans(text[start:end])` for clean cuts: the text's own units between them."""
+        spans = self._spans_of(text)
+        lo = bisect_left(spans, (start, -1, False))
+        hi = bisect_left(spans, (end, -1, False))
+        return [(a - start, b - start, ok) for a, b, ok in spans[lo:hi]]
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
@@ -162,7 +188,9 @@ class _Engine:
     def _render(self, slot: _Slot, kind: int) -> _Render:
         if kind == _NOTE:
             return self._fit(slot, rerun_note(slot.text, slot.tool_use_id))
-        stub = stub_layout(slot.text, slot.is_error, TIERS[kind], self.head_chars, self.score)
+        stub = stub_layout(
+            slot.text, slot.is_error, TIERS[kind], self.head_chars, self.score, self.units_of
+        )
         if stub is None:
             return slot.unchanged()
         middle = slot.text[stub.head_end : stub.tail_start]
@@ -208,6 +236,7 @@ class _Engine:
                 tokens=self.tokens,
                 scan=scan if clean else None,
                 offset=start,
+                spans=self.spans_between(text, start, end) if clean else None,
             )
             slot.middles[cut] = plan
         return plan

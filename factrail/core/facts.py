@@ -414,14 +414,19 @@ def fact_lines(text: str, budget: int, score: Score = fact_score) -> list[str]:
     return [u for _, u in pick_fact_lines(scored_units(text, score), budget)]
 
 
-def facts_reach(text: str, share: float, score: Score = fact_score) -> bool:
+def facts_reach(
+    text: str,
+    share: float,
+    score: Score = fact_score,
+    units_of: Callable[[str], Sequence[str]] = units,
+) -> bool:
     """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it.
 
     Only whether a unit matches matters here, not its score: the units a `FactScores` has not
     scored yet are tried pattern by pattern until the share is reached.
     """
     need = len(text) * share
-    distinct = list(dict.fromkeys(units(text)))
+    distinct = list(dict.fromkeys(units_of(text)))
     if not isinstance(score, FactScores):
         return sum(len(u) + 1 for u in distinct if score(u) > 0) >= need
     got = 0

@@ -7,10 +7,10 @@ from loose (0) to strict (3); past the hard line, last resort keeps only fact li
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from factrail.core.facts import Score, fact_lines, fact_score, facts_reach
+from factrail.core.facts import Score, fact_lines, fact_score, facts_reach, units
 from factrail.core.marks import (
     EVICTED_DETAIL,
     FACTS_ONLY_DETAIL,
@@ -88,20 +88,31 @@ def stub_cuts(text: str, keep: int) -> tuple[int, int]:
     return head_end, tail_start
 
 
-def stays_whole(text: str, keep: int, rails: RailTier, score: Score = fact_score) -> bool:
+UnitsOf = Callable[[str], Sequence[str]]
+"""`units`, or a memo of it shared across one compaction."""
+
+
+def stays_whole(
+    text: str, keep: int, rails: RailTier, score: Score = fact_score, units_of: UnitsOf = units
+) -> bool:
     """Small, or a dense dump whose fact lines are most of it."""
     n = len(text)
     if n <= max(rails.small, keep + 2 * FACT_TAIL_CHARS):
         return True
-    return n <= rails.dense_keep and facts_reach(text, rails.dense_share, score)
+    return n <= rails.dense_keep and facts_reach(text, rails.dense_share, score, units_of)
 
 
 def stub_layout(
-    text: str, is_error: bool, rails: RailTier, head_chars: int, score: Score = fact_score
+    text: str,
+    is_error: bool,
+    rails: RailTier,
+    head_chars: int,
+    score: Score = fact_score,
+    units_of: UnitsOf = units,
 ) -> Stub | None:
     """The stub cut of an observation at `rails`, or None when it stays whole."""
     keep = head_keep(is_error, head_chars)
-    if stays_whole(text, keep, rails, score):
+    if stays_whole(text, keep, rails, score, units_of):
         return None
     head_end, tail_start = stub_cuts(text, keep)
     return Stub(head_end, tail_start, max(FACT_BUDGET_CHARS, int(len(text) * rails.share)))

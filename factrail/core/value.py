@@ -333,8 +333,10 @@ class Middle:
         tokens: Tokens = toks,
         scan: TokenScan | None = None,
         offset: int = 0,
+        spans: Sequence[tuple[int, int, bool]] | None = None,
     ) -> None:
-        spans = unit_spans(middle)
+        if spans is None:
+            spans = unit_spans(middle)
         all_units = [middle[a:b] for a, b, _ in spans]
         last = {u: i for i, u in enumerate(all_units)}
         distinct = [all_units[i] for i in sorted(last.values())]
@@ -565,10 +567,11 @@ def pool(
             unit_tokens = frozenset(own[j])
             if extra is not None and extra[j]:
                 kept = [t for t in extra[j] if t in valued]
-                if len(kept) > 1:  # in the value map's order, as `set.intersection(map)` adds
-                    rank = rank or {t: r for r, t in enumerate(valued)}
-                    kept.sort(key=rank.__getitem__)
-                unit_tokens |= set(kept)
+                if not unit_tokens.issuperset(kept):  # else the union changes nothing
+                    if len(kept) > 1:  # in the value map's order, as `set.intersection` adds
+                        rank = rank or {t: r for r, t in enumerate(valued)}
+                        kept.sort(key=rank.__getitem__)
+                    unit_tokens |= set(kept)
             cand_tokens.append(unit_tokens)
             chars.append(len(rest[j]))
             values.append(p.values)
