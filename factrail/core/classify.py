@@ -117,14 +117,14 @@ def _segment_reads(segment: str) -> bool:
 
 def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
     """Whether re-running this call gives back the same output (a read, not an observation)."""
+    if tool in EDITOR_TOOLS and tool not in READ_TOOLS and input.get("command") != "view":
+        return False
+    if tool not in READ_TOOLS and tool not in EDITOR_TOOLS and tool not in SHELL_TOOLS:
+        return False  # before the input is searched: a write's input may be a whole file
     if _MUTABLE_SOURCE.search(compact_json(input)):
         return False
-    if tool in READ_TOOLS:
+    if tool in READ_TOOLS or tool in EDITOR_TOOLS:
         return True
-    if tool in EDITOR_TOOLS:
-        return input.get("command") == "view"
-    if tool not in SHELL_TOOLS:
-        return False
     command = _command(input)
     if not command:
         return False

@@ -83,12 +83,23 @@ def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict
                 last_input = input_json(u)
                 spoken.append((n, last_input))
                 n += 1
-    last_said: dict[str, int] = {}
-    for i, text in spoken:
-        for t in tokens(text):
-            last_said[t] = i
-    intro = _introductions(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
-    reused = frozenset(t for t, i in intro.items() if i < last_said[t])
+    said = sum(len(text) for _, text in spoken)
+    if said <= sum(len(text) for _, _, text, _ in outs):
+        # Tokenise what the agent said; find those tokens in the (larger) outputs.
+        last_said: dict[str, int] = {}
+        for i, text in spoken:
+            for t in tokens(text):
+                last_said[t] = i
+        intro = _first_held(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
+    else:
+        # Tokenise the outputs; find those tokens in what the agent said (a write's input may
+        # be a whole file), newest first: the first found is the last said.
+        intro = {}
+        for i, _, text, _ in outs:
+            for t in tokens(text):
+                intro.setdefault(t, i)
+        last_said = _first_held(reversed(spoken), intro.keys(), tokens)
+    reused = frozenset(t for t, i in intro.items() if t in last_said and i < last_said[t])
     total = len(outs)
     return {
         rid: ValueContext(input=inp, user=user, dist=total - k, reused=reused)
@@ -96,10 +107,11 @@ def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict
     }
 
 
-def _introductions(
-    outputs: Iterable[tuple[int, str]], wanted: Iterable[str], tokens: Tokens
+def _first_held(
+    texts: Iterable[tuple[int, str]], wanted: Iterable[str], tokens: Tokens
 ) -> dict[str, int]:
-    """The event index of the first output holding each `wanted` token as a token.
+    """The index of the first of `texts` (`(index, text)` in order) holding each `wanted` token
+    as a token.
 
     One Aho–Corasick pass finds where a wanted token occurs at all; only the lines it occurs on
     are tokenised (no token spans a newline, so a text's tokens are its lines' tokens).
@@ -111,7 +123,7 @@ def _introductions(
     if not len(auto):
         return out
     auto.make_automaton()
-    for i, text in outputs:
+    for i, text in texts:
         lines: dict[int, AbstractSet[str]] = {}
         for last, t in auto.iter(text):
             if t in out:

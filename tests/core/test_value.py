@@ -7,7 +7,7 @@ import heapq
 import math
 import re
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from factrail.core.facts import pick_fact_lines, scored_units, token_scan, toks, units
@@ -92,6 +92,8 @@ def _reused_reference(messages: list[Message]) -> frozenset[str]:
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.lists(_SAID, max_size=2), _OUTPUT.map("".join)), max_size=5))
+@example([(["req-0042af"], "ok"), ([], "req-0042af out/app_v9.bin")])  # said less than output
+@example([(["out/app_v9.bin", "v1.2.3-rc1"], "out/app_v9.bin"), (["v1.2.3-rc1"], "v1.2.3-rc1")])
 def test_reuse_is_a_sighting_before_the_last_mention(turns: list[tuple[list[str], str]]) -> None:
     # Only the lines where a said token occurs are tokenised: the same `reused` as tokenising
     # every output (a token inside a longer one, `xout/app_v9.bin`, is not a sighting).
