@@ -227,7 +227,9 @@ class Gateway:
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Answer:
         scope = request.scope
-        url = upstream_url(self.bases[route.provider], scope["path"], scope["query_string"])
+        raw = scope.get("raw_path")  # as sent: `%2F` in an id must not become a path separator
+        path = raw.decode("latin-1") if isinstance(raw, bytes) else scope["path"]
+        url = upstream_url(self.bases[route.provider], path, scope["query_string"])
         upstream_request = httpx.Request(
             scope["method"],
             url,

@@ -258,3 +258,16 @@ def test_other_v1_paths_pass_through(client: TestClient, router: respx.MockRoute
     assert client.get("/v1/models?limit=2").json() == {"data": []}
     assert client.delete("/v1/files/file-1").json() == {"deleted": True}
     assert models.called and deleted.called
+
+
+def test_the_path_is_forwarded_as_sent(client: TestClient, router: respx.MockRouter) -> None:
+    # An escaped slash or space in an id stays escaped: the upstream sees the client's path.
+    seen: list[bytes] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path)
+        return httpx.Response(200, json={"ok": True})
+
+    router.get(url__startswith=f"{UPSTREAM}/files/").mock(side_effect=record)
+    assert client.get("/v1/files/a%2Fb%20c/content?x=1%2F2").status_code == 200
+    assert seen == [b"/v1/files/a%2Fb%20c/content?x=1%2F2"]
