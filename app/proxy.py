@@ -29,7 +29,7 @@ from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
 from app.settings import Settings
-from app.upstream import request_headers, response_headers, upstream_url
+from app.upstream import request_headers, response_headers, set_cookies, upstream_url
 from app.usage import body_prompt_tokens
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
@@ -254,7 +254,9 @@ class Gateway:
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"
             done = partial(self._observe, prepared) if prepared.session else None
-            return Relay(upstream, headers, done)
+            relay = Relay(upstream, headers, done)
+            relay.raw_headers.extend(set_cookies(upstream.headers))
+            return relay
         try:
             content = await upstream.aread()
         except httpx.TimeoutException:
@@ -264,7 +266,9 @@ class Gateway:
         finally:
             await upstream.aclose()
         self._observe(prepared, body_prompt_tokens(content))
-        return Response(content, status_code=upstream.status_code, headers=headers)
+        answer = Response(content, status_code=upstream.status_code, headers=headers)
+        answer.raw_headers.extend(set_cookies(upstream.headers))
+        return answer
 
     def _observe(self, prepared: Prepared, reported: int | None) -> None:
         if self.engine is None or prepared.session is None or prepared.result is None:

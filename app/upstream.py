@@ -67,16 +67,23 @@ def request_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes,
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
-    """Upstream headers to return (rate limits, request ids, retry-after, openai-* and the rest)."""
+    """Upstream headers to return (rate limits, request ids, retry-after, openai-* and the rest),
+    but `Set-Cookie` (see `set_cookies`)."""
     pairs = list(headers.multi_items())
     named = _connection_named(pairs)
     out: dict[str, str] = {}
     for key, value in pairs:
         lower = key.lower()
-        if lower in RESPONSE_DROP or lower in named:
+        if lower in RESPONSE_DROP or lower in named or lower == "set-cookie":
             continue
-        out[lower] = f"{out[lower]}, {value}" if lower in out and lower != "set-cookie" else value
+        out[lower] = f"{out[lower]}, {value}" if lower in out else value
     return out
+
+
+def set_cookies(headers: httpx.Headers) -> list[tuple[bytes, bytes]]:
+    """Every upstream `Set-Cookie`, as raw headers: they cannot be joined into one, so they are
+    returned apart from `response_headers`."""
+    return [(b"set-cookie", v.encode("latin-1")) for v in headers.get_list("set-cookie")]
 
 
 def _connection_named(pairs: Iterable[tuple[str, str]]) -> frozenset[str]:

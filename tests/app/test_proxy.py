@@ -260,6 +260,14 @@ def test_other_v1_paths_pass_through(client: TestClient, router: respx.MockRoute
     assert models.called and deleted.called
 
 
+def test_every_set_cookie_reaches_the_client(client: TestClient, router: respx.MockRouter) -> None:
+    cookies = [("set-cookie", "a=1; Path=/"), ("set-cookie", "b=2; Path=/")]
+    router.get(f"{UPSTREAM}/models").mock(return_value=httpx.Response(200, headers=cookies))
+    router.post(CHAT).mock(return_value=httpx.Response(200, json={}, headers=cookies))
+    for r in (client.get("/v1/models"), client.post("/v1/chat/completions", json={"x": 1})):
+        assert r.headers.get_list("set-cookie") == ["a=1; Path=/", "b=2; Path=/"]
+
+
 def test_the_path_is_forwarded_as_sent(client: TestClient, router: respx.MockRouter) -> None:
     # An escaped slash or space in an id stays escaped: the upstream sees the client's path.
     seen: list[bytes] = []
