@@ -28,6 +28,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from factrail.policy.options import DEFAULT_DEADLINE_MS, DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
+
 log = logging.getLogger("factrail.settings")
 
 DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
@@ -84,10 +86,10 @@ class Settings(BaseSettings):
     judge_model: str = ""
     judge_api_key: SecretStr = SecretStr("")
     judge_local: bool = False
-    judge_deadline_ms: int = 15_000
+    judge_deadline_ms: int = DEFAULT_DEADLINE_MS
     egress: Literal["full", "metadata"] = "full"
-    taint_tools: StrList = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
-    taint_skills: StrList = ("email-search",)
+    taint_tools: StrList = DEFAULT_TAINT_TOOLS
+    taint_skills: StrList = DEFAULT_TAINT_SKILLS
     taint_replace_defaults: bool = False
     """Configured fence lists are added to the defaults unless this is set."""
     tev_constraint: Literal["none", "regex", "logit_bias", "json_schema"] = "regex"

@@ -41,6 +41,7 @@ from factrail.core.tev import PROMPT_VERSION
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.decide import decide
+from factrail.policy.options import DEFAULT_DEADLINE_MS, DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
 from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
 from factrail.policy.trigger import due, lines
 from factrail.stores.decisions import DecisionLog
@@ -68,11 +69,11 @@ class CompactorConfig:
     """Hysteresis: after a compaction the next is due only past baseline + this gap."""
     preserve_recent: int = 6
     head_chars: int = 200
-    judge_deadline_ms: int = 15_000
+    judge_deadline_ms: int = DEFAULT_DEADLINE_MS
     egress: Literal["full", "metadata"] = "full"
     keep_threshold: float = 0.5
-    taint_tools: tuple[str, ...] = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
-    taint_skills: tuple[str, ...] = ("email-search",)
+    taint_tools: tuple[str, ...] = DEFAULT_TAINT_TOOLS
+    taint_skills: tuple[str, ...] = DEFAULT_TAINT_SKILLS
     save_outputs: bool = True
     record_decisions: bool = True
     outputs_route: str | None = "/v1/factrail/outputs/"
