@@ -93,6 +93,11 @@ class JudgeRound:
     usage: dict[str, Any] | None = None
     model: str | None = None
 
+    def add_reply(self, usage: object, model: str | None) -> None:
+        """Sum one reply's `usage` in; the first model named is kept."""
+        self.usage = add_usage(self.usage, usage)
+        self.model = self.model or model
+
 
 class Judge(Protocol):
     """Answers the noul questions of judge requests under one absolute deadline."""
@@ -124,6 +129,25 @@ class Judge(Protocol):
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every request; `deadline` is an absolute `time.monotonic()` value."""
         ...
+
+
+def secrets_with(key: str | None, known: Sequence[str]) -> tuple[str, ...]:
+    """The strings a judge masks: its key first, then the extra `known` ones, empties dropped."""
+    return tuple(k for k in (key, *known) if k)
+
+
+def bearer_headers(key: str | None) -> dict[str, str]:
+    """JSON request headers, with a bearer `authorization` when there is a key."""
+    headers = {"content-type": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    return headers
+
+
+def reply_model(data: Mapping[str, Any]) -> str | None:
+    """The model a reply names, when it names one as a string."""
+    model = data.get("model")
+    return model if isinstance(model, str) else None
 
 
 def redact_outgoing(value: Any, known: Sequence[str]) -> tuple[Any, int]:

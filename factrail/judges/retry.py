@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from factrail.judges.base import JudgeError, JudgeFailure
+from factrail.judges.base import JudgeError, JudgeFailure, JudgeRound
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +95,12 @@ class DeadlineCaller:
         if self.outcomes.get("ok", 0) > 0:
             self.outcomes["ok"] -= 1
         self.count(outcome)
+
+    def finish(self, result: JudgeRound) -> JudgeRound:
+        """`result` with this round's call count and outcomes filled in."""
+        result.requests = self.sent
+        result.outcomes = dict(self.outcomes)
+        return result
 
     def deadline_error(self) -> JudgeError:
         return JudgeError.deadline(self.budget_ms)

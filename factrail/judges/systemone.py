@@ -21,9 +21,11 @@ from factrail.judges.base import (
     JudgeError,
     JudgeFailure,
     JudgeRound,
-    add_usage,
+    bearer_headers,
     json_object,
     redact_outgoing,
+    reply_model,
+    secrets_with,
 )
 from factrail.judges.retry import DEFAULT_POLICY, DeadlineCaller, RetryPolicy
 
@@ -64,19 +66,14 @@ class SystemOneJudge:
         self.model = model
         self.local = local
         self._key = api_key or None
-        self._known = tuple(k for k in (self._key, *known) if k)
+        self.known_secrets = secrets_with(self._key, known)
         self._concurrency = max(1, concurrency)
         self._policy = policy
-
-    @property
-    def known_secrets(self) -> tuple[str, ...]:
-        """Exact strings masked in everything sent: the key first, then the extra ones."""
-        return self._known
 
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every request concurrently; answers of the requests that succeed are kept."""
         caller = DeadlineCaller(
-            self.client, deadline=deadline, known=self._known, policy=self._policy
+            self.client, deadline=deadline, known=self.known_secrets, policy=self._policy
         )
         gate = asyncio.Semaphore(self._concurrency)
         replies = await asyncio.gather(*(self._ask_one(r, caller, gate) for r in requests))
@@ -85,24 +82,15 @@ class SystemOneJudge:
             result.answers.update(reply.answers)
             result.errors.extend(reply.errors)
             result.redacted += reply.redacted
-            result.usage = add_usage(result.usage, reply.usage)
-            result.model = result.model or reply.model
-        result.requests = caller.sent
-        result.outcomes = dict(caller.outcomes)
-        return result
+            result.add_reply(reply.usage, reply.model)
+        return caller.finish(result)
 
     def body(self, request: JudgeRequest) -> tuple[bytes, int]:
         """The exact request bytes (state and questions redacted) and the redaction count."""
-        state, n_state = redact_outgoing(request.state, self._known)
-        questions, n_questions = redact_outgoing(request.questions, self._known)
+        state, n_state = redact_outgoing(request.state, self.known_secrets)
+        questions, n_questions = redact_outgoing(request.questions, self.known_secrets)
         payload = {"model": self.model, "state": state, "questions": questions}
         return compact_json(payload).encode(), n_state + n_questions
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        if self._key:
-            headers["authorization"] = f"Bearer {self._key}"
-        return headers
 
     async def _ask_one(
         self, request: JudgeRequest, caller: DeadlineCaller, gate: asyncio.Semaphore
@@ -111,7 +99,7 @@ class SystemOneJudge:
         reply = _Reply(redacted=redacted)
         try:
             async with gate:
-                response = await caller.post(self.endpoint, body, self._headers())
+                response = await caller.post(self.endpoint, body, bearer_headers(self._key))
         except JudgeFailure as failure:
             reply.errors.append(failure.error)
             return reply
@@ -131,9 +119,7 @@ class SystemOneJudge:
                 reply.answers[name] = p
         if reply.errors:
             caller.reclassify("missing-answer")
-        reply.usage = data.get("usage")
-        model = data.get("model")
-        reply.model = model if isinstance(model, str) else None
+        reply.usage, reply.model = data.get("usage"), reply_model(data)
         return reply
 
 

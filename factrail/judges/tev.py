@@ -24,9 +24,11 @@ from factrail.judges.base import (
     JudgeError,
     JudgeFailure,
     JudgeRound,
-    add_usage,
+    bearer_headers,
     json_object,
     redact_outgoing,
+    reply_model,
+    secrets_with,
 )
 from factrail.judges.retry import DEFAULT_POLICY, DeadlineCaller, RetryPolicy
 
@@ -86,20 +88,15 @@ class TevJudge:
         self.local = local
         self.constraint = constraint
         self._key = api_key or None
-        self._known = tuple(k for k in (self._key, *known) if k)
+        self.known_secrets = secrets_with(self._key, known)
         self._concurrency = max(1, concurrency)
         self._logit_bias = dict(logit_bias or {})
         self._policy = policy
 
-    @property
-    def known_secrets(self) -> tuple[str, ...]:
-        """Exact strings masked in everything sent: the key first, then the extra ones."""
-        return self._known
-
     async def ask(self, requests: Sequence[JudgeRequest], *, deadline: float) -> JudgeRound:
         """Ask every question of every request; each answered question is kept."""
         caller = DeadlineCaller(
-            self.client, deadline=deadline, known=self._known, policy=self._policy
+            self.client, deadline=deadline, known=self.known_secrets, policy=self._policy
         )
         gate = asyncio.Semaphore(self._concurrency)
         prepared = [self.prepare(r) for r in requests]
@@ -111,18 +108,15 @@ class TevJudge:
                 result.answers[a.name] = a.p
             if a.error is not None:
                 result.errors.append(a.error)
-            result.usage = add_usage(result.usage, a.usage)
-            result.model = result.model or a.model
-        result.requests = caller.sent
-        result.outcomes = dict(caller.outcomes)
-        return result
+            result.add_reply(a.usage, a.model)
+        return caller.finish(result)
 
     def prepare(self, request: JudgeRequest) -> _Prepared:
         """The exact body of every chat call of `request`, after redaction."""
-        state, redacted = redact_outgoing(request.state, self._known)
+        state, redacted = redact_outgoing(request.state, self.known_secrets)
         prepared = _Prepared(redacted)
         for name, question in request.questions.items():
-            instructions, n = redact_outgoing(question.get("instructions", ""), self._known)
+            instructions, n = redact_outgoing(question.get("instructions", ""), self.known_secrets)
             prepared.redacted += n
             prepared.calls.append((name, compact_json(self.body(state, instructions)).encode()))
         return prepared
@@ -152,27 +146,19 @@ class TevJudge:
             body["response_format"] = {"type": "json_schema", "json_schema": LETTER_SCHEMA}
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        if self._key:
-            headers["authorization"] = f"Bearer {self._key}"
-        return headers
-
     async def _ask_one(
         self, name: str, body: bytes, caller: DeadlineCaller, gate: asyncio.Semaphore
     ) -> _Answer:
         answer = _Answer(name)
         try:
             async with gate:
-                response = await caller.post(self.endpoint, body, self._headers())
+                response = await caller.post(self.endpoint, body, bearer_headers(self._key))
         except JudgeFailure as failure:
             answer.error = dataclasses.replace(failure.error, question=name)
             return answer
         try:
             data = _parse(response)
-            answer.usage = data.get("usage")
-            model = data.get("model")
-            answer.model = model if isinstance(model, str) else None
+            answer.usage, answer.model = data.get("usage"), reply_model(data)
             answer.p = probability_from_choice(data["choices"][0])
         except JudgeFailure as failure:
             answer.error = dataclasses.replace(failure.error, question=name)

@@ -84,6 +84,7 @@ def expected_body(plan: Plan, name: str, extra: dict[str, Any], key: str = KEY) 
 
 
 REGEX = {"response_format": {"type": "regex", "pattern": "(A|B)"}}
+# Written out on purpose, not imported from `tev.LETTER_SCHEMA`: it pins the wire value.
 SCHEMA = {
     "max_tokens": 16,
     "response_format": {
