@@ -138,14 +138,6 @@ def _first_held(
     return out
 
 
-def occurrences(text: str) -> dict[str, tuple[int, int]]:
-    """`(count, first index)` of every candidate token of `text`, counted as token matches.
-
-    One linear scan: a token seen only inside a longer token is not counted there.
-    """
-    return token_occurrences(text)
-
-
 def clean_cut(text: str, at: int) -> bool:
     """Whether no token can straddle `at` (a newline touches it; no token holds one)."""
     return at <= 0 or at >= len(text) or text[at - 1] == "\n" or text[at] == "\n"
@@ -197,11 +189,11 @@ def token_values(
     """The value of each candidate token of the full result `text` (or of the given tokens).
 
     `own` memoises the token-only terms across calls (the sum keeps its left-to-right order,
-    so every value is the same float); `seen` is `occurrences(text)` when known.
+    so every value is the same float); `seen` is `token_occurrences(text)` when known.
     """
     size = max(len(text), 1)
     if seen is None:
-        seen = occurrences(text)
+        seen = token_occurrences(text)
     wanted = toks(text) if tokens is None else tokens
     memo: dict[str, float] = {} if own is None else own
     dist = _W9 * math.log1p(ctx.dist)
@@ -539,16 +531,6 @@ class KeyScanner:
                 if key in got:
                     out.add(key)
         return out
-
-
-def contained(keys: Iterable[str], text: str) -> set[str]:
-    """The keys with an alphanumeric run that occur aligned in `text` (see `KeyScanner`)."""
-    return KeyScanner(keys).found(text)
-
-
-def contained_each(keys: Iterable[str], texts: Sequence[str]) -> list[set[str]]:
-    """`contained(keys, text)` for every text, indexing the keys once."""
-    return KeyScanner(keys).found_each(texts)
 
 
 def pool(

@@ -10,7 +10,14 @@ import re
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from factrail.core.facts import pick_fact_lines, scored_units, token_scan, toks, units
+from factrail.core.facts import (
+    pick_fact_lines,
+    scored_units,
+    token_occurrences,
+    token_scan,
+    toks,
+    units,
+)
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.value import (
     BETA,
@@ -18,15 +25,13 @@ from factrail.core.value import (
     MU,
     SD,
     Candidate,
+    KeyScanner,
     Middle,
     ValueContext,
     ValueParts,
-    contained,
-    contained_each,
     lazy_cover,
     message_contexts,
     middle_tokens,
-    occurrences,
     pool,
     token_values,
     value_parts,
@@ -221,9 +226,9 @@ def _has_run(key: str) -> bool:
 @given(st.lists(_TEXTS, max_size=12), _TEXTS)
 def test_contained_equals_the_aligned_substring_definition(keys: list[str], text: str) -> None:
     want = {k for k in keys if _has_run(k) and _aligned_in(k, text)}
-    assert contained(keys, text) == want
+    assert KeyScanner(keys).found(text) == want
     pieces = text.split("\n")
-    assert contained_each(keys, pieces) == [
+    assert KeyScanner(keys).found_each(pieces) == [
         {k for k in keys if _has_run(k) and _aligned_in(k, p)} for p in pieces
     ]
 
@@ -249,7 +254,7 @@ def test_occurrences_count_each_token_match_once(text: str) -> None:
     for t, start in _token_matches(text):
         n, first = want.get(t, (0, start))
         want[t] = (n + 1, first)
-    assert occurrences(text) == want
+    assert token_occurrences(text) == want
     assert set(want) == toks(text)
 
 
@@ -332,7 +337,7 @@ def test_token_values_equal_the_model_with_a_shared_memo(texts: list[str]) -> No
     own: dict[str, float] = {}
     ctx = ValueContext(input="id-00042x", user="fix src/main.rs", dist=2, reused=frozenset())
     for text in texts:
-        seen = occurrences(text)
+        seen = token_occurrences(text)
         size = max(len(text), 1)
         want = {t: _value_reference(t, seen[t], size, ctx) for t in toks(text)}
         assert token_values(text, ctx) == want
@@ -367,12 +372,12 @@ def _pool_reference(parts: list[ValueParts], side: list[str], contain: bool) -> 
         covered |= toks(s)
     if contain:
         keys = {k for p in parts for k in p.values} - covered
-        covered |= contained(keys, "\x00".join(side))
+        covered |= KeyScanner(keys).found("\x00".join(side))
     cands: list[Candidate] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
         rest = [p.units[k] for k in p.rest]
-        extra = contained_each(p.values, rest) if contain else [set[str]() for _ in rest]
+        extra = KeyScanner(p.values).found_each(rest) if contain else [set[str]() for _ in rest]
         for j, k in enumerate(p.rest):
             cands.append(Candidate(frozenset(toks(rest[j])) | extra[j], len(rest[j]), p.values))
             owner.append((n, k))
