@@ -315,6 +315,7 @@ class SessionCompactor:
             reduction=reduction,
             head_chars=self.config.head_chars,
             final=frozenset(reapplied),
+            count=self._tokens,
         )
         originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
         saved = self._save_outputs(session, applied.changed, originals, applied.messages, result)

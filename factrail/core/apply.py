@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import re
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +28,7 @@ from factrail.core.facts import (
     unit_spans,
 )
 from factrail.core.marks import is_compacted
-from factrail.core.model import Action, Message, ToolUse
+from factrail.core.model import Action, Message, ToolUse, input_json
 from factrail.core.rails import (
     FACT_HEAD_CHARS,
     LAST_RESORT_TIER,
@@ -255,15 +255,18 @@ class _Engine:
         return None
 
 
-def _tokens_of(messages: Sequence[Message]) -> tuple[int, dict[int, int]]:
-    """The transcript's size, and each result's size by the result object's `id`."""
+def _tokens_of(
+    messages: Sequence[Message], count: Callable[[str], int]
+) -> tuple[int, dict[int, int]]:
+    """The transcript's size (`transcript_tokens`), and each result's size by the result
+    object's `id`."""
     sizes: dict[int, int] = {}
     total = 0
     for m in messages:
-        total += estimate_tokens(m.text)
-        total += sum(estimate_tokens(compact_json(u.input)) for u in m.tool_uses)
+        total += count(m.text)
+        total += sum(count(input_json(u)) for u in m.tool_uses)
         for r in m.tool_results:
-            sizes[id(r)] = n = estimate_tokens(r.text)
+            sizes[id(r)] = n = count(r.text)
             total += n
     return total, sizes
 
@@ -393,13 +396,15 @@ def apply(
     head_chars: int = FACT_HEAD_CHARS,
     selection: Selection = Selection(),
     final: AbstractSet[str] = frozenset(),
+    count: Callable[[str], int] = estimate_tokens,
 ) -> Applied:
-    """Reduce every result whose action is not `keep` (see the module docstring)."""
+    """Reduce every result whose action is not `keep` (see the module docstring); `count` may
+    be the caller's memoised estimator (a session has just counted the same texts)."""
     uses: dict[str, ToolUse] = {}
     for m in messages:
         for u in m.tool_uses:
             uses.setdefault(u.tool_use_id, u)
-    before, sizes = _tokens_of(messages)
+    before, sizes = _tokens_of(messages, count)
     rerunnable = rerunnable_ids(messages)
     slots: list[_Slot] = []
     seen: set[str] = set()

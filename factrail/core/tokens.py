@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections import OrderedDict
+from threading import Lock
 
 _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
 
@@ -59,31 +61,33 @@ def estimate_tokens(text: str) -> int:
 class TokenCache:
     """Memoised `estimate_tokens` for long strings seen again (a session resends its history).
 
-    Bounded by total cached chars; least recently used strings go first. Not thread-safe: keep one
-    per worker or guard it.
+    Bounded by total cached chars; least recently used strings go first. Safe to share between
+    the event loop and the worker thread that runs a compaction.
     """
 
     def __init__(self, max_chars: int = 64 * 1024 * 1024, min_len: int = 512) -> None:
-        from collections import OrderedDict
-
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._chars = 0
         self._max_chars = max_chars
         self._min_len = min_len
+        self._lock = Lock()
 
     def __call__(self, text: str) -> int:
         if len(text) < self._min_len:
             return estimate_tokens(text)
-        hit = self._cache.get(text)
-        if hit is not None:
-            self._cache.move_to_end(text)
-            return hit
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
         value = estimate_tokens(text)
-        self._cache[text] = value
-        self._chars += len(text)
-        while self._chars > self._max_chars and self._cache:
-            old, _ = self._cache.popitem(last=False)
-            self._chars -= len(old)
+        with self._lock:
+            if text not in self._cache:
+                self._cache[text] = value
+                self._chars += len(text)
+            while self._chars > self._max_chars and self._cache:
+                old, _ = self._cache.popitem(last=False)
+                self._chars -= len(old)
         return value
 
 
