@@ -205,12 +205,13 @@ class Gateway:
             if self.settings.test_fail_compaction:
                 phase = "injected"
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
-            doc = _with_system(parse(items), _system_text(data, route))
+            system = _system_text(data, route)
+            doc = _with_system(parse(items), system)
             session = self.engine.session_key(header, doc, model)
             phase = "compact"
             started = time.perf_counter()
             result = await self.engine.compactor.compact(
-                session, doc, model=model, extra_tokens=_extra_tokens(data, route)
+                session, doc, model=model, extra_tokens=_extra_tokens(data, system)
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             if result.document is None:
@@ -310,9 +311,9 @@ def _with_system(doc: Document, system: str) -> Document:
     return doc
 
 
-def _extra_tokens(data: dict[str, Any], route: Route) -> int:
+def _extra_tokens(data: dict[str, Any], system: str) -> int:
     """Estimated tokens outside the transcript: tool definitions, Responses `instructions` and
-    a top-level system prompt (Anthropic `system`)."""
+    the top-level system prompt (Anthropic `system`, as `_system_text` read it)."""
     extra = 0
     tools = data.get("tools")
     if tools:
@@ -320,7 +321,6 @@ def _extra_tokens(data: dict[str, Any], route: Route) -> int:
     instructions = data.get("instructions")
     if isinstance(instructions, str):
         extra += estimate_tokens(instructions)
-    system = _system_text(data, route)
     if system:
         extra += estimate_tokens(system)
     return extra
