@@ -44,6 +44,7 @@ from factrail.policy.decide import decide
 from factrail.policy.options import DEFAULT_DEADLINE_MS, DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
 from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_write, tool_refs
 from factrail.policy.trigger import due, lines
+from factrail.policy.trigger import rearm_gap as policy_rearm_gap
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore, output_id
 from factrail.stores.state import (
@@ -139,7 +140,7 @@ def trigger_for(model: str, config: CompactorConfig) -> int:
 def rearm_gap(trigger: int, rearm: int) -> int:
     """The configured re-arm gap, or an eighth of the trigger (one compaction, then room for
     about an eighth of the trigger of new context before the next is due)."""
-    return rearm if rearm > 0 else math.ceil(trigger / 8)
+    return policy_rearm_gap(trigger, rearm, share=1 / 8)
 
 
 def session_key(header: str | None, doc: Document, model: str) -> str:

@@ -31,12 +31,13 @@ def trigger_tokens(window: float | None, percent: float, absolute: float) -> int
     return min(candidates) if candidates else None
 
 
-def rearm_gap(threshold: int | None, rearm: float) -> int:
-    """The configured gap when > 0, else a quarter of the trigger (rounded up), else 0."""
+def rearm_gap(threshold: int | None, rearm: float, share: float = 0.25) -> int:
+    """The configured gap when > 0, else `share` of the trigger (a quarter for the estate
+    policy; rounded up), else 0."""
     gap = _positive(rearm)
     if gap is not None:
         return math.ceil(gap)
-    return math.ceil(threshold / 4) if threshold else 0
+    return math.ceil(threshold * share) if threshold else 0
 
 
 def soft_line(trigger: int) -> int:
