@@ -10,7 +10,6 @@ medians, and the min-max of the per-round added ms (how noisy the machine was):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.processes import free_port, start, start_factrail, stop  # noqa: E402
+from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
 CHEAP_FACTOR = 40
 """Repetitions of the small cases per `--reps`."""
@@ -66,13 +65,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="factrail-bench-"))
-    port = free_port()
-    fake = start(
-        [sys.executable, "-m", "uvicorn", "tests.integration.fake_upstream:app", "--host",
-         "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        dict(os.environ), f"http://127.0.0.1:{port}/v1/models",
-    )  # fmt: skip
-    direct = f"http://127.0.0.1:{port}/v1"
+    root, fake = start_fake("tests.integration.fake_upstream:app")
+    direct = f"{root}/v1"
     proxy_url, proxy = start_factrail(
         direct, home, FACTRAIL_TRIGGER_TOKENS="500000", FACTRAIL_READ_TIMEOUT_S="60"
     )

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.engine import Engine
 from app.main import create_app
 from app.settings import Settings
-from factrail.core.formats import openai_chat, responses
+from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.session import TurnResult, session_key
 from factrail.stores.memory_state import MemoryStateStore
@@ -68,7 +68,11 @@ def make_client(
         return Engine(
             compactor=compactor,
             session_key=session_key,
-            parsers={"messages": openai_chat.parse, "input": responses.parse},
+            parsers={
+                "messages": openai_chat.parse,
+                "input": responses.parse,
+                "anthropic": anthropic.parse,
+            },
         )
 
     app = create_app(

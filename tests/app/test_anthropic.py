@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +13,12 @@ import pytest
 import respx
 from fastapi.testclient import TestClient
 
-from app.engine import Engine
 from app.main import create_app, default_engine
 from app.settings import Settings
-from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.tokens import estimate_tokens
-from factrail.session import session_key
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
-from tests.app.support import UPSTREAM, ScriptedCompactor
+from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
 
 ANTHROPIC = "http://anthropic.test"
 MESSAGES = f"{ANTHROPIC}/v1/messages"
@@ -145,37 +141,10 @@ def make_settings(**extra: Any) -> Settings:
     return Settings(**values)
 
 
-def scripted_client(
-    settings: Settings, router: respx.MockRouter, compactor: ScriptedCompactor, outputs: OutputStore
-) -> TestClient:
-    upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
-
-    def factory(*_: Any) -> Engine:
-        parsers = {"messages": openai_chat.parse, "input": responses.parse}
-        return Engine(compactor, session_key, {**parsers, "anthropic": anthropic.parse})
-
-    app = create_app(
-        settings, client=upstream, state=MemoryStateStore(), outputs=outputs, engine_factory=factory
-    )
-    return TestClient(app)
-
-
 @pytest.fixture
-def router() -> respx.MockRouter:
-    return respx.MockRouter(assert_all_called=False)
-
-
-@pytest.fixture
-def compactor() -> ScriptedCompactor:
-    return ScriptedCompactor()
-
-
-@pytest.fixture
-def client(
-    router: respx.MockRouter, compactor: ScriptedCompactor, tmp_path: Path
-) -> Iterator[TestClient]:
-    with scripted_client(make_settings(), router, compactor, OutputStore(tmp_path)) as c:
-        yield c
+def settings() -> Settings:
+    """Overrides the conftest settings: an Anthropic upstream and a larger body limit."""
+    return make_settings()
 
 
 def test_anthropic_headers_are_forwarded_and_hop_by_hop_stripped(
@@ -270,13 +239,12 @@ def test_system_prompt_keys_the_session(
 
 
 def test_compaction_failure_forwards_the_original_bytes(
-    router: respx.MockRouter, tmp_path: Path
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
     route = router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
-    failing = ScriptedCompactor(fail=True)
+    compactor.fail = True
     raw = orjson.dumps(body())
-    with scripted_client(make_settings(), router, failing, OutputStore(tmp_path)) as c:
-        r = c.post("/v1/messages", content=raw)
+    r = client.post("/v1/messages", content=raw)
     assert r.status_code == 200
     assert r.headers["x-factrail"] == "failed-open"
     assert route.calls.last.request.content == raw
@@ -373,10 +341,10 @@ def test_count_tokens_and_other_v1_paths_go_to_their_upstreams(
     assert models.called
 
 
-def test_upstream_url_already_ending_in_v1(router: respx.MockRouter, tmp_path: Path) -> None:
+def test_upstream_url_already_ending_in_v1(router: respx.MockRouter, outputs: OutputStore) -> None:
     route = router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
     settings = make_settings(anthropic_upstream_url=f"{ANTHROPIC}/v1/")
-    with scripted_client(settings, router, ScriptedCompactor(), OutputStore(tmp_path)) as c:
+    with make_client(settings, router, ScriptedCompactor(), outputs) as c:
         assert c.post("/v1/messages", json=body()).status_code == 200
     assert route.called
 

@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -322,39 +323,27 @@ def check_one_input_change(doc: WireDocument, wire: Any, draw: Draw) -> None:
     assert diff_paths(wire, out) == [doc.use_location(i, k)]
 
 
+@pytest.mark.parametrize(
+    ("parse", "wires"),
+    [
+        (openai_chat.parse, openai_messages),
+        (responses.parse, responses_input),
+        (anthropic.parse, anthropic_messages),
+        (hook.parse, hook_messages),
+    ],
+    ids=["openai_chat", "responses", "anthropic", "hook"],
+)
 @SETTINGS
-@given(openai_messages(), st.data())
-def test_openai_chat_round_trip(wire: list[dict[str, Any]], data: st.DataObject) -> None:
-    doc = openai_chat.parse(wire)
+@given(st.data())
+def test_round_trip(
+    parse: Callable[[Any], WireDocument],
+    wires: Callable[[], st.SearchStrategy[list[dict[str, Any]]]],
+    data: st.DataObject,
+) -> None:
+    wire = data.draw(wires())
+    doc = parse(wire)
     check_lossless(doc, wire)
-    check_one_result_change(doc, wire, openai_chat.parse, data.draw)
-    check_one_input_change(doc, wire, data.draw)
-
-
-@SETTINGS
-@given(responses_input(), st.data())
-def test_responses_round_trip(wire: list[dict[str, Any]], data: st.DataObject) -> None:
-    doc = responses.parse(wire)
-    check_lossless(doc, wire)
-    check_one_result_change(doc, wire, responses.parse, data.draw)
-    check_one_input_change(doc, wire, data.draw)
-
-
-@SETTINGS
-@given(anthropic_messages(), st.data())
-def test_anthropic_round_trip(wire: list[dict[str, Any]], data: st.DataObject) -> None:
-    doc = anthropic.parse(wire)
-    check_lossless(doc, wire)
-    check_one_result_change(doc, wire, anthropic.parse, data.draw)
-    check_one_input_change(doc, wire, data.draw)
-
-
-@SETTINGS
-@given(hook_messages(), st.data())
-def test_hook_round_trip(wire: list[dict[str, Any]], data: st.DataObject) -> None:
-    doc = hook.parse(wire)
-    check_lossless(doc, wire)
-    check_one_result_change(doc, wire, hook.parse, data.draw)
+    check_one_result_change(doc, wire, parse, data.draw)
     check_one_input_change(doc, wire, data.draw)
 
 

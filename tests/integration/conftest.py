@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.processes import Stack, free_port, start, start_factrail, stop
+from tests.integration.processes import Stack, start_factrail, start_fake, stop
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     home = tmp_path_factory.mktemp("home")
-    port = free_port()
-    fake = start(
-        [sys.executable, "-m", "uvicorn", "tests.integration.fake_upstream:app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        dict(os.environ),
-        f"http://127.0.0.1:{port}/v1/models",
-    )  # fmt: skip
-    upstream = f"http://127.0.0.1:{port}/v1"
+    root, fake = start_fake("tests.integration.fake_upstream:app")
+    upstream = f"{root}/v1"
     try:
         url, proxy = start_factrail(upstream, home)
         try:

@@ -18,15 +18,13 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.integration.fakes import json_response, record_routes
+
 RECORDS: list[dict[str, Any]] = []
 INPUT_TOKENS = 40
 CACHE_READ_TOKENS = 3000
 RECORDED_HEADERS = ("x-api-key", "authorization", "anthropic-version", "anthropic-beta")
 USAGE = {"input_tokens": INPUT_TOKENS, "cache_read_input_tokens": CACHE_READ_TOKENS}
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(data), status, headers, media_type="application/json")
 
 
 def _message(content: list[dict[str, Any]]) -> dict[str, Any]:
@@ -69,35 +67,25 @@ async def messages(request: Request) -> Response:
     mode = request.headers.get("x-fake-mode", "")
     if mode == "429":
         error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
-        return _json(error, 429, {"retry-after": "3", "request-id": "req_limited"})
+        return json_response(error, 429, {"retry-after": "3", "request-id": "req_limited"})
     if mode == "hang":
         await asyncio.sleep(30)
     if request.url.path.endswith("/count_tokens"):
-        return _json({"input_tokens": 1234})
+        return json_response({"input_tokens": 1234})
     data = orjson.loads(body)
     if data.get("stream"):
         return StreamingResponse(_stream(), media_type="text/event-stream")
     content = [{"type": "text", "text": "done"}]
-    return _json(
+    return json_response(
         _message(content),
         headers={"request-id": "req_fake", "anthropic-ratelimit-requests-remaining": "99"},
     )
-
-
-async def records(request: Request) -> Response:
-    return _json(RECORDS)
-
-
-async def reset(request: Request) -> Response:
-    RECORDS.clear()
-    return _json({})
 
 
 app = Starlette(
     routes=[
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", messages, methods=["POST"]),
-        Route("/_records", records),
-        Route("/_reset", reset, methods=["POST"]),
+        *record_routes(RECORDS),
     ]
 )

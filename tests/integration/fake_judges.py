@@ -19,6 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from tests.integration.fakes import json_response
+
 KEEP_CALL, KEEP_RESULT = 0.9, 0.1
 """The answers to well-formed questions: keep every call, let its output go to the rails."""
 HANG_LIMIT_S = 30.0
@@ -39,27 +41,29 @@ class Recorder:
             while waited < HANG_LIMIT_S and not await request.is_disconnected():
                 await asyncio.sleep(0.05)
                 waited += 0.05
-            return _json({"error": "hung"}, 504)
+            return json_response({"error": "hung"}, 504)
         if self.mode == "500":
-            return _json({"error": {"message": "boom"}}, 500)
+            return json_response({"error": {"message": "boom"}}, 500)
         if self.mode == "429":
-            return _json({"error": {"message": "slow down"}}, 429, {"retry-after": RETRY_AFTER})
+            return json_response(
+                {"error": {"message": "slow down"}}, 429, {"retry-after": RETRY_AFTER}
+            )
         if self.mode == "malformed":
             return Response(b'{"answers": {', 200, media_type="application/json")
         return None
 
     def routes(self) -> list[Route]:
         async def records(request: Request) -> Response:
-            return _json(self.records)
+            return json_response(self.records)
 
         async def reset(request: Request) -> Response:
             self.records.clear()
             self.mode = ""
-            return _json({})
+            return json_response({})
 
         async def mode(request: Request) -> Response:
             self.mode = str(orjson.loads(await request.body()).get("mode", ""))
-            return _json({"mode": self.mode})
+            return json_response({"mode": self.mode})
 
         return [
             Route("/_records", records),
@@ -80,10 +84,6 @@ class Recorder:
         return data
 
 
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(data), status, headers, media_type="application/json")
-
-
 SYSTEMONE = Recorder()
 
 
@@ -101,7 +101,9 @@ async def systemone_answer(request: Request) -> Response:
         del answers[names[0]]
     if names and SYSTEMONE.mode == "out-of-range":
         answers[names[0]] = {"noul": 1.7}
-    return _json({"model": data.get("model"), "answers": answers, "usage": {"questions": 1}})
+    return json_response(
+        {"model": data.get("model"), "answers": answers, "usage": {"questions": 1}}
+    )
 
 
 TEV = Recorder()
@@ -130,7 +132,7 @@ async def tev_answer(request: Request) -> Response:
         choices = []
     if TEV.mode == "out-of-range":
         choices = [{"index": 0, "message": {"role": "assistant", "content": "1.7"}}]
-    return _json(
+    return json_response(
         {
             "id": "chatcmpl-tev",
             "object": "chat.completion",
@@ -141,21 +143,15 @@ async def tev_answer(request: Request) -> Response:
     )
 
 
-async def healthz(request: Request) -> Response:
-    return _json({"ok": True})
-
-
 systemone = Starlette(
     routes=[
         Route("/v1/systemone", systemone_answer, methods=["POST"]),
-        Route("/healthz", healthz),
         *SYSTEMONE.routes(),
     ]
 )
 tev = Starlette(
     routes=[
         Route("/v1/chat/completions", tev_answer, methods=["POST"]),
-        Route("/healthz", healthz),
         *TEV.routes(),
     ]
 )

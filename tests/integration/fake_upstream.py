@@ -17,12 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.integration.fakes import json_response, record_routes
+
 RECORDS: list[dict[str, Any]] = []
 PROMPT_TOKENS = 4242
-
-
-def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(data), status, headers, media_type="application/json")
 
 
 def _completion(tool_call: bool) -> dict[str, Any]:
@@ -83,16 +81,18 @@ async def chat(request: Request) -> Response:
     if mode == "429":
         error = {"error": {"message": "rate limited", "type": "requests", "param": None,
                            "code": "rate_limit_exceeded"}}  # fmt: skip
-        return _json(error, 429, {"retry-after": "3", "x-ratelimit-remaining-requests": "0"})
+        return json_response(
+            error, 429, {"retry-after": "3", "x-ratelimit-remaining-requests": "0"}
+        )
     if mode == "500":
-        return _json({"error": {"message": "boom", "type": "server_error"}}, 500)
+        return json_response({"error": {"message": "boom", "type": "server_error"}}, 500)
     if mode == "hang":
         await asyncio.sleep(30)
     if mode == "reset":
         return StreamingResponse(_reset(), media_type="application/json")
     data = orjson.loads(body)
     if request.url.path.endswith("/responses"):
-        return _json(
+        return json_response(
             {
                 "id": "resp_fake",
                 "object": "response",
@@ -103,20 +103,11 @@ async def chat(request: Request) -> Response:
         )
     if data.get("stream"):
         return StreamingResponse(_stream(mode == "cut"), media_type="text/event-stream")
-    return _json(_completion(bool(data.get("tools"))), headers={"x-request-id": "req_fake"})
+    return json_response(_completion(bool(data.get("tools"))), headers={"x-request-id": "req_fake"})
 
 
 async def models(request: Request) -> Response:
-    return _json({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
-
-
-async def records(request: Request) -> Response:
-    return _json(RECORDS)
-
-
-async def reset(request: Request) -> Response:
-    RECORDS.clear()
-    return _json({})
+    return json_response({"object": "list", "data": [{"id": "gpt-4o", "object": "model"}]})
 
 
 app = Starlette(
@@ -124,7 +115,6 @@ app = Starlette(
         Route("/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/responses", chat, methods=["POST"]),
         Route("/v1/models", models),
-        Route("/_records", records),
-        Route("/_reset", reset, methods=["POST"]),
+        *record_routes(RECORDS),
     ]
 )

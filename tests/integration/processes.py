@@ -56,6 +56,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+def start_fake(app: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """Serve the fake server `app` (`module:attribute`) on a free port: its root URL and process."""
+    port = free_port()
+    args = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning"]  # fmt: skip
+    root = f"http://127.0.0.1:{port}"
+    return root, start(args, dict(os.environ), f"{root}/_records")
+
+
 @dataclass
 class Stack:
     upstream: str

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +13,7 @@ import orjson
 import pytest
 
 from tests.integration.fake_anthropic import CACHE_READ_TOKENS, INPUT_TOKENS
-from tests.integration.processes import free_port, start, start_factrail, stop
+from tests.integration.processes import free_port, start_factrail, start_fake, stop
 
 pytestmark = pytest.mark.integration
 MODEL = "claude-sonnet-4-6"
@@ -43,14 +41,7 @@ class AnthropicStack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnthropicStack]:
     home = tmp_path_factory.mktemp("home")
-    port = free_port()
-    fake = start(
-        [sys.executable, "-m", "uvicorn", "tests.integration.fake_anthropic:app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        dict(os.environ),
-        f"http://127.0.0.1:{port}/_records",
-    )  # fmt: skip
-    fake_url = f"http://127.0.0.1:{port}"
+    fake_url, fake = start_fake("tests.integration.fake_anthropic:app")
     try:
         unused_openai = f"http://127.0.0.1:{free_port()}/v1"
         url, proxy = start_factrail(unused_openai, home, FACTRAIL_ANTHROPIC_UPSTREAM_URL=fake_url)

@@ -93,14 +93,15 @@ def test_sdk_clients_sync_async_streaming_and_tool_calls(stack: Stack) -> None:
 
 def test_compaction_then_reapplication_keeps_the_prefix(stack: Stack) -> None:
     client = sdk(stack)
+
+    def send(messages: Any) -> Any:
+        return client.chat.completions.with_raw_response.create(
+            model="gpt-4o", messages=messages, extra_headers={"x-factrail-session": "integration-1"}
+        )
+
     stack.reset()
     first: Any = transcript()
-    headers = {"x-factrail-session": "integration-1"}
-    raw = client.chat.completions.with_raw_response.create(
-        model="gpt-4o",
-        messages=first,
-        extra_headers=headers,
-    )
+    raw = send(first)
     assert raw.headers["x-factrail"] == "compacted"
     sent = orjson.loads(stack.records()[-1]["body"])["messages"]
     assert prose(sent) == prose(first)
@@ -110,22 +111,14 @@ def test_compaction_then_reapplication_keeps_the_prefix(stack: Stack) -> None:
 
     more = [{"role": "assistant", "content": "Looking."}, {"role": "user", "content": "ok"}]
     second: Any = [*first, *more]
-    raw = client.chat.completions.with_raw_response.create(
-        model="gpt-4o",
-        messages=second,
-        extra_headers=headers,
-    )
+    raw = send(second)
     assert raw.headers["x-factrail"] == "reapplied"
     resent = orjson.loads(stack.records()[-1]["body"])["messages"]
     assert orjson.dumps(resent).startswith(orjson.dumps(sent)[:-1])
 
     for path in stack.data_home.rglob("state.db*"):
         path.unlink()
-    raw = client.chat.completions.with_raw_response.create(
-        model="gpt-4o",
-        messages=second,
-        extra_headers=headers,
-    )
+    raw = send(second)
     assert raw.http_response.status_code == 200
 
     text = httpx.get(stack.factrail[:-3] + "/metrics").text

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from factrail.core.tev import SYSTEM
-from tests.integration.processes import Process, free_port, start, start_factrail, stop
+from tests.integration.processes import Process, start_factrail, start_fake, stop
 
 pytestmark = pytest.mark.integration
 
@@ -60,24 +58,16 @@ class Judges:
         return messages
 
 
-def _start_fake(app: str) -> tuple[str, Process]:
-    port = free_port()
-    args = [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", "warning"]  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    return base, start(args, dict(os.environ), f"{base}/healthz")
-
-
 @pytest.fixture(scope="module")
 def judges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judges]:
     key = "jk-" + "Zq9" * 10
     procs: list[Process] = []
     try:
-        upstream_base, proc = _start_fake("tests.integration.fake_upstream:app")
+        upstream_base, proc = start_fake("tests.integration.fake_upstream:app")
         procs.append(proc)
-        s1_base, proc = _start_fake("tests.integration.fake_judges:systemone")
+        s1_base, proc = start_fake("tests.integration.fake_judges:systemone")
         procs.append(proc)
-        tev_base, proc = _start_fake("tests.integration.fake_judges:tev")
+        tev_base, proc = start_fake("tests.integration.fake_judges:tev")
         procs.append(proc)
         upstream = f"{upstream_base}/v1"
         common = {"FACTRAIL_TRIGGER_TOKENS": "3000", "FACTRAIL_JUDGE_DEADLINE_MS": str(DEADLINE_MS)}
@@ -164,6 +154,14 @@ def ask(base: str, messages: list[dict[str, Any]]) -> tuple[str, float]:
     return raw.headers["x-factrail"], elapsed
 
 
+def consult(judge: FakeJudge, via: str, messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Send `messages` through the gateway at `via`, expect compaction: what `judge` received."""
+    judge.reset()
+    outcome, _ = ask(via, messages)
+    assert outcome == "compacted"
+    return judge.records()
+
+
 def metric(base: str, name: str, **labels: str) -> float:
     """The value of one sample of the gateway's `/metrics` (0 when absent)."""
     text = httpx.get(base[:-3] + "/metrics").text
@@ -185,12 +183,9 @@ def assert_compacted(sent: list[dict[str, Any]], original: list[dict[str, Any]])
 
 
 def test_system_one_sees_no_result_content_and_a_redacted_credential(judges: Judges) -> None:
-    judges.systemone.reset()
     s = sentinels()
     messages = transcript(s, note=f" The judge's own key is {judges.key}.")
-    outcome, _ = ask(judges.via_systemone, messages)
-    assert outcome == "compacted"
-    records = judges.systemone.records()
+    records = consult(judges.systemone, judges.via_systemone, messages)
     assert records
     for record in records:
         body = record["body"]
@@ -205,12 +200,9 @@ def test_system_one_sees_no_result_content_and_a_redacted_credential(judges: Jud
 
 
 def test_tev_under_metadata_egress_sees_no_arguments(judges: Judges) -> None:
-    judges.tev.reset()
     s = sentinels()
     messages = transcript(s)
-    outcome, _ = ask(judges.via_tev, messages)
-    assert outcome == "compacted"
-    records = judges.tev.records()
+    records = consult(judges.tev, judges.via_tev, messages)
     assert records
     for record in records:
         body = record["body"]
@@ -223,21 +215,15 @@ def test_tev_under_metadata_egress_sees_no_arguments(judges: Judges) -> None:
 
 
 def test_a_fenced_session_never_reaches_the_remote_judge(judges: Judges) -> None:
-    judges.systemone.reset()
     fenced = metric(judges.via_systemone, "factrail_fenced_sessions_total")
     messages = transcript(sentinels(), fenced=True)
-    outcome, _ = ask(judges.via_systemone, messages)
-    assert outcome == "compacted"
-    assert judges.systemone.records() == []
+    assert consult(judges.systemone, judges.via_systemone, messages) == []
     assert metric(judges.via_systemone, "factrail_fenced_sessions_total") == fenced + 1
     assert_compacted(judges.upstream_messages(), messages)
 
 
 def test_a_fenced_session_reaches_the_judge_declared_local(judges: Judges) -> None:
-    judges.tev.reset()
-    outcome, _ = ask(judges.via_tev, transcript(sentinels(), fenced=True))
-    assert outcome == "compacted"
-    assert judges.tev.records()
+    assert consult(judges.tev, judges.via_tev, transcript(sentinels(), fenced=True))
 
 
 FAILURES = [
