@@ -18,10 +18,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from factrail.core.analysis import Analysis
 from factrail.core.classify import read_is_observation, rerunnable_ids
 from factrail.core.facts import (
-    FactScores,
-    TokenSets,
+    TokenScan,
     fact_lines,
     fact_tokens,
     token_scan,
@@ -109,12 +109,7 @@ class _Render:
     tokens: int
     parts: ValueParts | None = None
     stub: Stub | None = None
-    _facts: set[str] | None = None
-
-    def facts(self) -> set[str]:
-        if self._facts is None:
-            self._facts = fact_tokens(self.text)
-        return self._facts
+    facts: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -141,26 +136,32 @@ class _Slot:
 
 
 _NOTE = -1
+_NO_VALUES: Mapping[str, float] = {}
+_NO_CONTEXT = ValueContext(input="", user="", dist=1, reused=frozenset())
 
 
 class _Engine:
-    def __init__(self, head_chars: int, selection: Selection) -> None:
+    def __init__(
+        self,
+        head_chars: int,
+        selection: Selection,
+        memo: Analysis,
+        count: Callable[[str], int] = estimate_tokens,
+    ) -> None:
         self.head_chars = head_chars
         self.selection = selection
+        self.memo = memo
+        self.count = count
         self.contexts: dict[str, ValueContext] = {}
-        self.score = FactScores()
-        self.tokens = TokenSets()
-        self.own: dict[str, float] = {}
-        self.spans: dict[str, list[tuple[int, int, bool]]] = {}
 
     def units_of(self, text: str) -> list[str]:
         """`units(text)`, from spans memoised for the stub cuts that follow."""
         return [text[a:b] for a, b, _ in self._spans_of(text)]
 
     def _spans_of(self, text: str) -> list[tuple[int, int, bool]]:
-        spans = self.spans.get(text)
+        spans = self.memo.spans.get(text)
         if spans is None:
-            spans = self.spans[text] = unit_spans(text)
+            spans = self.memo.spans[text] = unit_spans(text)
         return spans
 
     def spans_between(self, text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
@@ -169,6 +170,21 @@ class _Engine:
         lo = bisect_left(spans, (start, -1, False))
         hi = bisect_left(spans, (end, -1, False))
         return [(a - start, b - start, ok) for a, b, ok in spans[lo:hi]]
+
+    def scan_of(self, text: str) -> TokenScan:
+        scan = self.memo.scans.get(text)
+        if scan is None:
+            scan = self.memo.scans[text] = token_scan(text)
+        return scan
+
+    def facts_of(self, r: _Render) -> frozenset[str]:
+        """The render's fact tokens (memoised by text: a later turn often renders the same)."""
+        if r.facts is None:
+            found = self.memo.facts.get(r.text)
+            if found is None:
+                found = self.memo.facts[r.text] = frozenset(fact_tokens(r.text))
+            r.facts = found
+        return r.facts
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
@@ -185,21 +201,36 @@ class _Engine:
             slot.renders[kind] = r
         return r
 
+    def note(self, text: str, tool_use_id: str) -> str:
+        key = (text, tool_use_id)
+        out = self.memo.notes.get(key)
+        if out is None:
+            out = self.memo.notes[key] = rerun_note(text, tool_use_id)
+        return out
+
+    def layout(self, text: str, is_error: bool, kind: int) -> Stub | None:
+        key = (text, is_error, kind, self.head_chars)
+        memo = self.memo.layouts
+        if key in memo:
+            return memo[key]
+        stub = memo[key] = stub_layout(
+            text, is_error, TIERS[kind], self.head_chars, self.memo.score, self.units_of
+        )
+        return stub
+
     def _render(self, slot: _Slot, kind: int) -> _Render:
         if kind == _NOTE:
-            return self._fit(slot, rerun_note(slot.text, slot.tool_use_id))
-        stub = stub_layout(
-            slot.text, slot.is_error, TIERS[kind], self.head_chars, self.score, self.units_of
-        )
+            return self._fit(slot, self.note(slot.text, slot.tool_use_id))
+        stub = self.layout(slot.text, slot.is_error, kind)
         if stub is None:
             return slot.unchanged()
         middle = slot.text[stub.head_end : stub.tail_start]
         parts: ValueParts | None = None
         if self.selection.value:
-            parts = self._middle(slot, stub, middle).parts(stub.budget)
+            parts = self._middle(slot, stub).parts(stub.budget)
             lines = parts.lines()
         else:
-            lines = fact_lines(middle, stub.budget, self.score)
+            lines = fact_lines(middle, stub.budget, self.memo.score)
         r = self._fit(slot, self.stub_text(slot, stub, lines))
         if r.text is not slot.text:
             r.parts, r.stub = parts, stub
@@ -214,30 +245,37 @@ class _Engine:
         """Keep the original unless the render is shorter."""
         if len(text) >= len(slot.text):
             return slot.unchanged()
-        return _Render(text, estimate_tokens(text))
+        return _Render(text, self.count(text))
 
-    def _middle(self, slot: _Slot, stub: Stub, middle: str) -> Middle:
-        """The slot's middle prepared once (every tier cuts it at the same place)."""
-        cut = (stub.head_end, stub.tail_start)
-        plan = slot.middles.get(cut)
-        if plan is None:
-            ctx = self.contexts.get(slot.tool_use_id)
-            if ctx is None:
-                ctx = ValueContext(input="", user="", dist=1, reused=frozenset())
-            text, start, end = slot.text, stub.head_end, stub.tail_start
-            scan = token_scan(text)
-            wanted = middle_tokens(text, start, end, scan)
-            values = token_values(text, ctx, wanted, self.own, scan.occurrences)
+    def skeleton(self, text: str, start: int, end: int) -> tuple[Middle, set[str]]:
+        """The middle `text[start:end]` prepared under no values, and its candidate tokens."""
+        key = (text, start, end)
+        hit = self.memo.middles.get(key)
+        if hit is None:
+            scan = self.scan_of(text)
             clean = clean_cut(text, start) and clean_cut(text, end)
             plan = Middle(
-                middle,
-                values,
-                score=self.score,
-                tokens=self.tokens,
+                text[start:end],
+                _NO_VALUES,
+                score=self.memo.score,
+                tokens=self.memo.tokens,
                 scan=scan if clean else None,
                 offset=start,
                 spans=self.spans_between(text, start, end) if clean else None,
             )
+            hit = self.memo.middles[key] = (plan, middle_tokens(text, start, end, scan))
+        return hit
+
+    def _middle(self, slot: _Slot, stub: Stub) -> Middle:
+        """The slot's middle under its values, once per cut (tiers may share a cut)."""
+        cut = (stub.head_end, stub.tail_start)
+        plan = slot.middles.get(cut)
+        if plan is None:
+            ctx = self.contexts.get(slot.tool_use_id, _NO_CONTEXT)
+            text = slot.text
+            skeleton, wanted = self.skeleton(text, *cut)
+            seen = self.scan_of(text).occurrences
+            plan = skeleton.revalued(token_values(text, ctx, wanted, self.memo.own, seen))
             slot.middles[cut] = plan
         return plan
 
@@ -250,9 +288,22 @@ class _Engine:
             new = self.render(slot, tier)
             gain = cur.tokens - new.tokens
             if gain > 0:
-                lost = len(cur.facts() - new.facts())
+                lost = len(self.facts_of(cur) - self.facts_of(new))
                 return gain / (1 + lost), tier, gain
         return None
+
+    def prepare(self, text: str, is_error: bool, tool_use_id: str) -> None:
+        """Learn what every rail kind of one result needs before any values are known."""
+        self.facts_of(_Render(text, 0))
+        self.note(text, tool_use_id)
+        for kind in range(1, len(TIERS)):
+            stub = self.layout(text, is_error, kind)
+            if stub is not None and self.selection.value:
+                _, wanted = self.skeleton(text, stub.head_end, stub.tail_start)
+                # The token-only terms of the values (the rest shifts with every turn).
+                token_values(
+                    text, _NO_CONTEXT, wanted, self.memo.own, self.scan_of(text).occurrences
+                )
 
 
 def _tokens_of(
@@ -275,7 +326,7 @@ def _size(engine: _Engine, slot: _Slot, texts: Mapping[str, str]) -> int:
     """The size of the slot's text in `texts` (its chosen render's, unless pooling changed it)."""
     text = texts[slot.tool_use_id]
     r = engine.render(slot, slot.tier)
-    return r.tokens if text is r.text else estimate_tokens(text)
+    return r.tokens if text is r.text else engine.count(text)
 
 
 def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> tuple[int, int]:
@@ -341,7 +392,7 @@ def _pool(
         [p for _, _, p in plans if p is not None],
         side,
         contain=engine.selection.contain,
-        tokens=engine.tokens,
+        tokens=engine.memo.tokens,
     )
     for (slot, stub, parts), chosen in zip(plans, picks, strict=True):
         if stub is None or parts is None:
@@ -397,9 +448,12 @@ def apply(
     selection: Selection = Selection(),
     final: AbstractSet[str] = frozenset(),
     count: Callable[[str], int] = estimate_tokens,
+    memo: Analysis | None = None,
 ) -> Applied:
     """Reduce every result whose action is not `keep` (see the module docstring); `count` may
-    be the caller's memoised estimator (a session has just counted the same texts)."""
+    be the caller's memoised estimator (a session has just counted the same texts), `memo` what
+    earlier compactions of the session learnt (it then keeps what this one learnt about the
+    live results)."""
     uses: dict[str, ToolUse] = {}
     for m in messages:
         for u in m.tool_uses:
@@ -431,9 +485,9 @@ def apply(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
     )
-    engine = _Engine(head_chars, selection)
+    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
     if selection.value:
-        engine.contexts = message_contexts(messages, engine.tokens)
+        engine.contexts = message_contexts(messages, engine.memo.tokens)
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
     after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}
@@ -453,7 +507,30 @@ def apply(
         after = evicting
     changed = {s.tool_use_id: texts[s.tool_use_id] for s in slots if texts[s.tool_use_id] != s.text}
     out, touched = _rebuild(messages, changed, briefed)
+    if memo is not None:
+        renders = (r.text for s in slots for r in s.renders.values())
+        memo.retain([*(r.text for m in messages for r in m.tool_results), *renders])
     return Applied(out, touched, tier, changed, briefed, before, after)
+
+
+def prepare(
+    messages: Sequence[Message],
+    memo: Analysis,
+    *,
+    head_chars: int = FACT_HEAD_CHARS,
+    selection: Selection = Selection(),
+) -> None:
+    """Learn, into `memo`, what a later `apply` will need about every result not reduced yet
+    (a session's proxy calls it on turns below the trigger, off the request's path), and forget
+    what no live result needs. Only new results cost anything."""
+    engine = _Engine(head_chars, selection, memo)
+    live: list[str] = []
+    for m in messages:
+        for r in m.tool_results:
+            live.append(r.text)
+            if not is_compacted(r.text):
+                engine.prepare(r.text, r.is_error, r.tool_use_id)
+    memo.retain(live)
 
 
 def _briefs(

@@ -134,8 +134,17 @@ def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
     return all(_segment_reads(seg) for seg in _SEGMENT_SPLIT.split(command))
 
 
+_READ_FAILED_NEEDLES = ("errno", "os error", "time", "denied", "no such file", "cannot find",
+                        "not found", "background", "exit code", "killed")  # fmt: skip
+"""Every match of `_READ_FAILED` holds one of these, in ASCII lower case."""
+
+
 def read_is_observation(text: str) -> bool:
     """A read whose output reports a failure or a timeout is an observation after all."""
+    if text.isascii():  # else case folding may match beyond ASCII: the regex decides alone
+        low = text.lower()
+        if not any(n in low for n in _READ_FAILED_NEEDLES):
+            return False
     return _READ_FAILED.search(text) is not None
 
 

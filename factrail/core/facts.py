@@ -351,6 +351,9 @@ class FactScores:
     def __init__(self) -> None:
         self._memo: dict[str, int] = {}
 
+    def __len__(self) -> int:
+        return len(self._memo)
+
     def known(self, units: Sequence[str]) -> list[int | None]:
         """The score of each unit that (or a unit with the same key) was scored already."""
         get = self._memo.get
@@ -553,6 +556,9 @@ class TokenSets:
         if hit is None:
             hit = self._memo[s] = frozenset(toks(s))
         return hit
+
+    def __len__(self) -> int:
+        return len(self._memo)
 
     def many(self, units: Sequence[str]) -> list[frozenset[str]]:
         """The tokens of every unit of `units`."""

@@ -269,6 +269,13 @@ def _first_worth(tokens: AbstractSet[str], chars: int, values: Mapping[str, floa
     return sum(get(t, 0.0) for t in tokens) / (chars + 1)
 
 
+def _first_worths(
+    tokens: Sequence[AbstractSet[str]], chars: Sequence[int], values: Mapping[str, float]
+) -> list[float]:
+    """`_first_worth` of every unit (0.0 for a unit without tokens)."""
+    return [_first_worth(t, c, values) if t else 0.0 for t, c in zip(tokens, chars, strict=True)]
+
+
 def lazy_cover(candidates: Sequence[Candidate], covered: set[str], room: int) -> list[int]:
     """Lazy greedy weighted coverage under `room` chars (len+1 each); picks in pick order."""
     tokens = [c.tokens for c in candidates]
@@ -365,10 +372,17 @@ class Middle:
         else:
             self._tokens = _span_tokens(middle, spans, sorted(last.values()), scan, offset, tokens)
         self._chars = [len(u) for u in distinct]
-        self._first = [
-            _first_worth(t, c, values) if t else 0.0
-            for t, c in zip(self._tokens, self._chars, strict=True)
-        ]
+        self._first = _first_worths(self._tokens, self._chars, values)
+
+    def revalued(self, values: Mapping[str, float]) -> Middle:
+        """The same middle under another value map (units, ranks and tokens shared): a later
+        turn's values differ only by the result's distance and what the agent said since."""
+        out = Middle.__new__(Middle)
+        out.units, out._at, out._ranked = self.units, self._at, self._ranked
+        out._errors, out._tokens, out._chars = self._errors, self._tokens, self._chars
+        out.values = values
+        out._first = _first_worths(self._tokens, self._chars, values)
+        return out
 
     def _picks(self, budget: int) -> tuple[list[str], int]:
         """`pick_fact_lines` under `budget`: the picked units in text order, and their chars."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from factrail.core.classify import read_is_observation, reproducible
+from factrail.core.classify import _READ_FAILED, read_is_observation, reproducible
 
 
 @pytest.mark.parametrize(
@@ -61,3 +63,16 @@ def test_read_overridden_by_its_output() -> None:
     assert read_is_observation("exit code 2")
     assert not read_is_observation("def main():\n    return 0\n")
     assert not read_is_observation("exit code 0")
+
+
+_FAILURE_PIECES = st.sampled_from(
+    ["ERRNO", "os Error", "timed out", "Time Out", "TIMEOUT", "permission DENIED",
+     "access is denied", "No such file", "cannot FIND", "not found", "Running in background",
+     "background with id", "exit code 3", "exit code 0", "KILLED", "killedx", "x", "_", " ",
+     "\n", "é", "K", "ſ", "1"]
+)  # fmt: skip
+
+
+@given(st.lists(_FAILURE_PIECES, max_size=12).map("".join))
+def test_read_failure_prefilter_agrees_with_the_pattern(text: str) -> None:
+    assert read_is_observation(text) == (_READ_FAILED.search(text) is not None)
