@@ -69,6 +69,8 @@ def compactor_config(settings: Settings) -> CompactorConfig:
         save_outputs=settings.save_outputs,
         context_windows=dict(settings.context_windows),
         trigger_by_model=dict(settings.trigger_by_model),
+        prepare_share=settings.prepare_share,
+        analysis_sessions=settings.analysis_sessions,
     )
 
 

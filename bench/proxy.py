@@ -10,6 +10,7 @@ medians, and the min-max of the per-round added ms (how noisy the machine was):
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import tempfile
@@ -25,11 +26,18 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from factrail.core.formats import openai_chat  # noqa: E402
+from factrail.core.model import transcript_tokens  # noqa: E402
+from factrail.core.tokens import estimate_tokens  # noqa: E402
 from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
 CHEAP_FACTOR = 40
 """Repetitions of the small cases per `--reps`."""
 WARMUP = 20
+SOFT_MODEL = "bench-soft-line"
+ANSWER_S = 1.0
+"""How long the model takes to answer the turn before the compaction turn (the proxy prepares
+that turn's new results meanwhile); not part of any timing."""
 """Unmeasured calls of each cheap case per base before the first round (one for the others)."""
 
 
@@ -53,6 +61,11 @@ def transcript(tokens: int) -> list[dict[str, Any]]:
     return messages
 
 
+def estimated(messages: list[dict[str, Any]]) -> int:
+    """factrail's token estimate of a chat transcript (what its lines are drawn against)."""
+    return transcript_tokens(openai_chat.parse(messages).messages, estimate_tokens)
+
+
 def timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
@@ -67,10 +80,20 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="factrail-bench-"))
     root, fake = start_fake("tests.integration.fake_upstream:app")
     direct = f"{root}/v1"
-    proxy_url, proxy = start_factrail(
-        direct, home, FACTRAIL_TRIGGER_TOKENS="500000", FACTRAIL_READ_TIMEOUT_S="60"
-    )
     big = transcript(200_000)
+    # A model family whose trigger puts the turn before `big` just under the soft line (5/6 of
+    # the trigger) and `big` just past it: the compaction a growing session meets first.
+    before = big[:-3]
+    soft = (estimated(before) + estimated(big)) / 2
+    soft_trigger = {SOFT_MODEL: math.ceil(soft * 6 / 5)}
+    proxy_url, proxy = start_factrail(
+        direct,
+        home,
+        FACTRAIL_TRIGGER_TOKENS="500000",
+        FACTRAIL_REARM_TOKENS="0",  # the default gap, an eighth of the trigger
+        FACTRAIL_READ_TIMEOUT_S="60",
+        FACTRAIL_TRIGGER_BY_MODEL=orjson.dumps(soft_trigger).decode(),
+    )
     small = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
     below = orjson.dumps({"model": "gpt-4.1", "messages": big})
     above = orjson.dumps({"model": "gpt-4o", "messages": big})
@@ -78,10 +101,15 @@ def main() -> None:
     nxt = orjson.dumps({"model": "gpt-4o", "messages": more})
     stream = orjson.dumps({"model": "gpt-4o", "stream": True,
                            "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    at_soft = orjson.dumps({"model": SOFT_MODEL, "messages": big})
+    turn_before = orjson.dumps({"model": SOFT_MODEL, "messages": before})
     client = httpx.Client(timeout=120)
 
     def post(base: str, body: bytes, session: str | None = None) -> Callable[[], object]:
-        headers = {"x-factrail-session": session} if session else {}
+        # No usage in the answers: the estimate stays uncalibrated, so the lines stay put.
+        headers = {"x-fake-mode": "no-usage"}
+        if session:
+            headers["x-factrail-session"] = session
         return lambda: client.post(f"{base}/chat/completions", content=body, headers=headers)
 
     def first_chunk(base: str) -> float:
@@ -102,11 +130,33 @@ def main() -> None:
         post(base, above, session)()
         return timed(post(base, nxt, session))
 
+    def prepared(base: str) -> float:
+        session = uuid.uuid4().hex
+        post(base, turn_before, session)()
+        time.sleep(ANSWER_S)
+        return timed(post(base, at_soft, session))
+
+    outcomes = {
+        "turn before": client.post(
+            f"{proxy_url}/chat/completions",
+            content=turn_before,
+            headers={"x-fake-mode": "no-usage", "x-factrail-session": "check"},
+        ).headers.get("x-factrail"),
+        "soft line": client.post(
+            f"{proxy_url}/chat/completions",
+            content=at_soft,
+            headers={"x-fake-mode": "no-usage", "x-factrail-session": "check"},
+        ).headers.get("x-factrail"),
+    }
+    if outcomes != {"turn before": "passthrough", "soft line": "compacted"}:
+        sys.exit(f"the soft-line cases do not straddle the soft line: {outcomes}")
     cases: dict[str, Callable[[str], float]] = {
         "small request": lambda b: timed(post(b, small)),
         "200k tokens below the trigger": lambda b: timed(post(b, below)),
         "first compaction of 200k tokens": lambda b: compaction(b, above),
         "next turn (re-application)": reapply,
+        "compaction at the soft line, cold": lambda b: compaction(b, at_soft),
+        "compaction at the soft line, turn before prepared": prepared,
         "stream: time to first chunk": first_chunk,
     }
     cheap = {"small request", "stream: time to first chunk"}

@@ -12,12 +12,15 @@ import contextlib
 import hashlib
 import math
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.analysis import Analysis
+from factrail.core.apply import Applied, Reduction, apply, prepare
 from factrail.core.formats.base import Document
 from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
 from factrail.core.model import (
@@ -83,6 +86,11 @@ class CompactorConfig:
     """Model-name prefix → context window in tokens (longest prefix wins)."""
     trigger_by_model: dict[str, int] = field(default_factory=dict)
     """Model-name prefix → absolute trigger for that family, in place of `trigger_tokens`."""
+    prepare_share: float = 0.5
+    """Below the trigger but past this share of it, a turn's new results are analysed in the
+    background while the upstream answers, so the compaction turn has less to do (0: never)."""
+    analysis_sessions: int = 16
+    """How many sessions' analyses are kept in memory (least recently used go first)."""
 
 
 @dataclass(slots=True)
@@ -173,6 +181,47 @@ class SessionCompactor:
         self.decisions = decisions
         self._clock = clock
         self._tokens = TokenCache()
+        self._analyses: OrderedDict[str, Analysis] = OrderedDict()
+        self._analyses_lock = threading.Lock()
+        self._preparing: set[asyncio.Task[None]] = set()
+
+    # -- what earlier turns learnt ----------------------------------------------------------
+
+    def _take_analysis(self, session: str) -> Analysis | None:
+        """The session's analysis, for this caller alone until `_keep_analysis` (None while
+        another compaction or preparation of the session holds it)."""
+        with self._analyses_lock:
+            return self._analyses.pop(session, None)
+
+    def _keep_analysis(self, session: str, analysis: Analysis) -> None:
+        with self._analyses_lock:
+            self._analyses[session] = analysis
+            while len(self._analyses) > max(self.config.analysis_sessions, 0):
+                self._analyses.popitem(last=False)
+
+    def _prepare(self, session: str, messages: Sequence[Message]) -> None:
+        """Analyse the turn's new results into the session's analysis (a worker thread)."""
+        analysis = self._take_analysis(session)
+        if analysis is None:
+            analysis = Analysis()
+        try:
+            prepare(messages, analysis, head_chars=self.config.head_chars)
+        except Exception:  # an analysis is only ever a head start: the compaction redoes it
+            return
+        self._keep_analysis(session, analysis)
+
+    def _prepare_later(self, session: str, messages: Sequence[Message]) -> None:
+        """Start `_prepare` off the event loop without waiting for it."""
+        task = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(self._prepare, session, messages)
+        )
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+
+    async def settled(self) -> None:
+        """Wait for the background preparations started so far (tests, shutdown)."""
+        while self._preparing:
+            await asyncio.gather(*self._preparing, return_exceptions=True)
 
     # -- counting ---------------------------------------------------------------------------
 
@@ -228,6 +277,8 @@ class SessionCompactor:
             if record is not None:
                 with contextlib.suppress(Exception):
                     self.state.save(session, state)
+            if trigger > 0 and cfg.prepare_share > 0 and tokens >= trigger * cfg.prepare_share:
+                self._prepare_later(session, work)
             return self._finish_without_compaction(result, doc, work, reapplied)
         return await self._compact(
             session, doc, work, reapplied, state, taint, result, ratio, transcript, extra_tokens
@@ -310,6 +361,7 @@ class SessionCompactor:
         result: TurnResult,
     ) -> tuple[Applied, dict[str, str], dict[str, str]]:
         """Apply the rails, then save every newly reduced original (and briefed argument)."""
+        analysis = self._take_analysis(session) or Analysis()
         applied = apply(
             work,
             decisions,
@@ -317,7 +369,9 @@ class SessionCompactor:
             head_chars=self.config.head_chars,
             final=frozenset(reapplied),
             count=self._tokens,
+            memo=analysis,
         )
+        self._keep_analysis(session, analysis)
         originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
         saved = self._save_outputs(session, applied.changed, originals, applied.messages, result)
         self._save_inputs(session, applied.briefed, doc.messages, state)

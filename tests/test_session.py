@@ -351,3 +351,49 @@ async def test_the_decision_log_masks_the_judges_own_key(tmp_path: Path) -> None
     written = "".join(p.read_text() for p in (tmp_path / "decisions").glob("*.jsonl"))
     assert "service key is [REDACTED:known]" in written
     assert key not in written
+
+
+async def test_turns_below_the_trigger_prepare_the_compaction_turn(tmp_path: Path) -> None:
+    """Past half the trigger a turn's results are analysed in the background; the compaction
+    that follows uses that analysis and gives exactly what a cold compactor gives."""
+    wire = chat(30)
+    warm, _ = compactor(40000, tmp_path / "warm")
+    before = await warm.compact("s", openai_chat.parse(wire[:-9]))
+    assert before.outcome == "passthrough"
+    assert before.tokens_before >= 20000
+    await warm.settled()
+    analysis = warm._take_analysis("s")
+    assert analysis is not None and analysis.layouts
+    warm._keep_analysis("s", analysis)
+    cold, _ = compactor(40000, tmp_path / "cold")
+    got = await warm.compact("s", openai_chat.parse(wire))
+    want = await cold.compact("s", openai_chat.parse(wire))
+    assert got.outcome == want.outcome == "compacted"
+    assert json.dumps(got.document).replace("/warm/", "/") == json.dumps(want.document).replace(
+        "/cold/", "/"
+    )
+
+
+async def test_no_preparation_below_the_share_or_when_switched_off() -> None:
+    for share, turns in ((0.5, 3), (0.0, 30)):
+        config = CompactorConfig(
+            trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0, prepare_share=share
+        )
+        c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
+        result = await c.compact("s", openai_chat.parse(chat(turns)[:-9]))
+        assert result.outcome == "passthrough"
+        await c.settled()
+        assert c._take_analysis("s") is None
+
+
+async def test_analyses_are_kept_for_the_most_recent_sessions_only() -> None:
+    config = CompactorConfig(
+        trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0, analysis_sessions=2
+    )
+    c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
+    for session in ("a", "b", "c"):
+        await c.compact(session, openai_chat.parse(chat(30)[:-9]))
+        await c.settled()
+    assert c._take_analysis("a") is None
+    assert c._take_analysis("b") is not None
+    assert c._take_analysis("c") is not None

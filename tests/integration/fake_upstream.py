@@ -103,7 +103,10 @@ async def chat(request: Request) -> Response:
         )
     if data.get("stream"):
         return StreamingResponse(_stream(mode == "cut"), media_type="text/event-stream")
-    return json_response(_completion(bool(data.get("tools"))), headers={"x-request-id": "req_fake"})
+    answer = _completion(bool(data.get("tools")))
+    if mode == "no-usage":  # leaves the proxy's token estimate uncalibrated
+        del answer["usage"]
+    return json_response(answer, headers={"x-request-id": "req_fake"})
 
 
 async def models(request: Request) -> Response:
