@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ahocorasick import Automaton
+
 
 class Redacted(NamedTuple):
     """Redacted text, the number of replacements and their count per label."""
@@ -260,6 +262,25 @@ def _flag_replacer(text: str, m: re.Match[str]) -> str | None:
 _URL_REPLACER = _url_replacer()
 
 
+def _case_anchor_automaton() -> Automaton:
+    auto = Automaton()
+    for family in _FAMILIES:
+        if family.any_case is None:
+            for anchor in family.anchors:
+                auto.add_word(anchor, anchor)
+    auto.make_automaton()
+    return auto
+
+
+_CASE_ANCHORS = _case_anchor_automaton()
+"""The anchors of the case-sensitive families, found in one pass (most outputs hold none)."""
+
+
+def _anchors_in(text: str) -> set[str]:
+    """The case-sensitive families' anchors that occur in `text`."""
+    return {anchor for _, anchor in _CASE_ANCHORS.iter(text)}
+
+
 def redact(text: str, known: Iterable[str] = ()) -> Redacted:
     """Replace every secret-shaped string in `text`; `known` values (≥ 8 bytes) go first."""
     tally: dict[str, int] = {}
@@ -268,14 +289,23 @@ def redact(text: str, known: Iterable[str] = ()) -> Redacted:
         if hits:
             text = text.replace(value, _marker("known"))
             tally["known"] = tally.get("known", 0) + hits
+    present = _anchors_in(text)
     for family in _FAMILIES:
-        scan = text if family.any_case is None else text.lower()
-        if not any(a in scan for a in family.anchors):
-            continue
+        if family.any_case is None:
+            if present.isdisjoint(family.anchors):
+                continue
+            scan = text
+        else:
+            scan = text.lower()
+            if not any(a in scan for a in family.anchors):
+                continue
+        before = text
         pattern = family.pattern
         if family.any_case is not None and len(scan) != len(text):  # `İ` moved the offsets
             pattern, scan = family.any_case, text
         text = _sub(pattern, text, _family_replacer(family), family.name, tally, scan)
+        if text is not before:
+            present = _anchors_in(text)
     if "Bearer" in text or "Basic" in text or "Token" in text:
         text = _sub(_AUTH, text, _AUTH_REPLACER, "bearer", tally)
     if "://" in text:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core.redact import FAMILY_LABELS, redact, redact_value
+from factrail.core.redact import _FAMILIES, FAMILY_LABELS, _anchors_in, redact, redact_value
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -235,3 +235,15 @@ def test_all_letter_bearer_tokens_are_secrets_but_words_are_not() -> None:
     assert redact("Bearer " + "abcdefghij" * 3).count == 1
     for prose in ("Bearer authentication is used", "Token based auth", "Basic Realm"):
         assert redact(prose).text == prose
+
+
+_ANCHOR_PIECES = st.sampled_from(
+    ["sk-", "sk-ant-", "_live_", "_test_", "ghp_", "AKIA", "eyJ", ":AA", "SG.", "xox", "x", "-",
+     "_", " ", "\n", "é", "🔑", "S", "k"]
+)  # fmt: skip
+
+
+@given(st.lists(_ANCHOR_PIECES, max_size=16).map("".join))
+def test_the_one_pass_anchor_scan_finds_what_substring_search_finds(text: str) -> None:
+    anchors = {a for f in _FAMILIES if f.any_case is None for a in f.anchors}
+    assert _anchors_in(text) == {a for a in anchors if a in text}
