@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,24 @@ def write_private(path: Path, data: bytes) -> None:
         raise
 
 
+def already_saved(path: Path, data: bytes) -> bool:
+    """Whether `path` is a private regular file holding exactly `data` (a session that lost its
+    plan compacts the same results again; renaming over a file forces a flush on ext4)."""
+    try:
+        info = os.lstat(path)
+        if (
+            not stat.S_ISREG(info.st_mode)
+            or stat.S_IMODE(info.st_mode) != 0o600
+            or info.st_size != len(data)
+        ):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd, "rb") as f:
+            return f.read() == data
+    except OSError:
+        return False
+
+
 class OutputStore:
     """Saved full outputs under one root folder (default: `cache_root()/outputs`)."""
 
@@ -112,7 +131,10 @@ class OutputStore:
         path = self.path_for(session, tool_use_id)
         ensure_private_dir(self.root)
         ensure_private_dir(path.parent)
-        write_private(path, data)
+        if already_saved(path, data):
+            os.utime(path)  # saved again now: the expiry counts from here
+        else:
+            write_private(path, data)
         oid = output_id(session, tool_use_id)
         return SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
 

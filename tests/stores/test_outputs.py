@@ -187,3 +187,17 @@ def test_default_store_lives_under_the_cache_root() -> None:
     store = default_output_store({"XDG_CACHE_HOME": "/c"})
     assert store is not None and store.root == Path("/c/factrail/outputs")
     assert default_output_store({}) is None
+
+
+def test_saving_the_same_output_again_keeps_the_file_and_refreshes_its_age(
+    store: OutputStore,
+) -> None:
+    first = store.save("s", "t", "the same body")
+    os.utime(first.path, (1_000_000, 1_000_000))
+    inode = first.path.stat().st_ino
+    again = store.save("s", "t", "the same body")
+    assert again.path.read_text() == "the same body"
+    assert again.path.stat().st_ino == inode  # not rewritten
+    assert again.path.stat().st_mtime > 1_000_000
+    other = store.save("s", "t", "another body")
+    assert other.path.read_text() == "another body"
