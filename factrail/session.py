@@ -16,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -60,6 +61,7 @@ from factrail.stores.state import (
 )
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
+MAX_QUEUED_PREPARATIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,9 @@ class SessionCompactor:
         self._tokens = TokenCache()
         self._analyses: OrderedDict[str, Analysis] = OrderedDict()
         self._analyses_lock = threading.Lock()
-        self._preparing: set[asyncio.Task[None]] = set()
+        self._preparing: set[asyncio.Future[None]] = set()
+        self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="factrail-prepare")
+        """One thread: preparations queue behind each other, never in front of a compaction."""
 
     # -- what earlier turns learnt ----------------------------------------------------------
 
@@ -211,12 +215,15 @@ class SessionCompactor:
         self._keep_analysis(session, analysis)
 
     def _prepare_later(self, session: str, messages: Sequence[Message]) -> None:
-        """Start `_prepare` off the event loop without waiting for it."""
-        task = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(self._prepare, session, messages)
+        """Queue `_prepare` on the preparation thread without waiting for it (skipped while the
+        queue is full: a preparation is only ever a head start)."""
+        if len(self._preparing) >= MAX_QUEUED_PREPARATIONS:
+            return
+        job = asyncio.get_running_loop().run_in_executor(
+            self._preparer, self._prepare, session, messages
         )
-        self._preparing.add(task)
-        task.add_done_callback(self._preparing.discard)
+        self._preparing.add(job)
+        job.add_done_callback(self._preparing.discard)
 
     async def settled(self) -> None:
         """Wait for the background preparations started so far (tests, shutdown)."""
