@@ -11,11 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml | $(BIN)/python
+$(STAMP_RUN): pyproject.toml setup.py factrail/core/_speedups.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-$(STAMP_DEV): pyproject.toml | $(BIN)/python
+$(STAMP_DEV): pyproject.toml setup.py factrail/core/_speedups.c | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(STAMP_RUN)
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
+from factrail.core.kernels import native as _C
 from factrail.core.marks import is_mark_line
 
 FACT_LINE_CHARS = 200
@@ -473,6 +474,8 @@ class TokenScan:
 
     def between(self, start: int, end: int) -> frozenset[str]:
         """The tokens of the matches that start in `[start, end)`, gathered in `toks` order."""
+        if _C is not None:
+            return _C.between(self, start, end)
         ds, ws = self.digit_starts, self.word_starts
         out = set(self.digit_found[bisect_left(ds, start) : bisect_left(ds, end)])
         out.update(self.word_found[bisect_left(ws, start) : bisect_left(ws, end)])
@@ -481,6 +484,8 @@ class TokenScan:
 
 def token_scan(text: str) -> TokenScan:
     """`TokenScan` of `text`."""
+    if _C is not None:
+        return TokenScan(*_C.token_scan(text))
     out: dict[str, tuple[int, int]] = {}
     get = out.get
     digit = _HAS_DIGIT.search
@@ -509,6 +514,8 @@ def token_scan(text: str) -> TokenScan:
 
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
+    if _C is not None:
+        return _C.toks(s)
     digit = _HAS_DIGIT.search
     out = {t for m in _DIG.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6 and digit(t)}
     for m in _WRD.findall(s):
@@ -521,6 +528,8 @@ def toks(s: str) -> set[str]:
 def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
     """`toks` of every unit, from two scans of the units joined by newlines (no token holds
     one, so each match lies in one unit)."""
+    if _C is not None:
+        return _C.toks_each(units)
     joined = "\n".join(units)
     if joined.count("\n") != len(units) - 1:
         return [frozenset(toks(u)) for u in units]

@@ -31,6 +31,8 @@ from factrail.core.facts import (
     unit_spans,
     units_holding,
 )
+from factrail.core.kernels import native as _C
+from factrail.core.kernels import summing as _CSUM
 from factrail.core.model import Message, input_json
 
 INTERCEPT = -2.884622
@@ -163,6 +165,8 @@ def _own(t: str) -> float:
     String methods stand in for the feature regexes: a file extension is `\\.[A-Za-z]{1,5}\\Z`
     (only the last dot can start one), a hex id is `[0-9a-fA-F]{8,}` from start to end.
     """
+    if _C is not None:
+        return _C.own(t, _W)
     n = len(t)
     raw = t.encode("utf-8", "surrogatepass")  # no multi-byte char holds an ASCII digit
     digits = len(raw) - len(raw.translate(None, b"0123456789"))
@@ -199,6 +203,8 @@ def token_values(
     dist = _W9 * math.log1p(ctx.dist)
     whole = _W11 * math.log(size)
     inp, user, reused = ctx.input, ctx.user, ctx.reused
+    if _C is not None:
+        return _C.token_values(wanted, memo, seen, inp, user, reused, size, dist, whole, _W, _Z0)
     log1p, exp = math.log1p, math.exp
     out: dict[str, float] = {}
     for t in wanted:
@@ -240,6 +246,8 @@ def _cover(
 ) -> list[int]:
     """`lazy_cover` over the candidates `among` (parallel lists; `first`: worth with nothing
     covered), so callers that re-plan one middle under many budgets build them once."""
+    if _CSUM is not None:
+        return _CSUM.cover(tokens, chars, values, first, among, covered, room)
     seen = set(covered)
     heap = [(-first[i], i) for i in among if tokens[i]]
     heapq.heapify(heap)
@@ -265,6 +273,8 @@ def _cover(
 
 
 def _first_worth(tokens: AbstractSet[str], chars: int, values: Mapping[str, float]) -> float:
+    if _CSUM is not None:
+        return _CSUM.first_worth(tokens, chars, values)
     get = values.get
     return sum(get(t, 0.0) for t in tokens) / (chars + 1)
 
@@ -273,6 +283,8 @@ def _first_worths(
     tokens: Sequence[AbstractSet[str]], chars: Sequence[int], values: Mapping[str, float]
 ) -> list[float]:
     """`_first_worth` of every unit (0.0 for a unit without tokens)."""
+    if _CSUM is not None:
+        return _CSUM.first_worths(tokens, chars, values)
     return [_first_worth(t, c, values) if t else 0.0 for t, c in zip(tokens, chars, strict=True)]
 
 
@@ -322,6 +334,8 @@ def _span_tokens(
     """The tokens of the units `chosen` (indexes into `spans`) of `middle`, which sits at
     `offset` of the text `scan` was made from with clean cuts: a slice of the scan per unit,
     except beside a hard cut, where the unit is tokenised on its own."""
+    if _C is not None:
+        return _C.span_tokens(middle, spans, chosen, scan, offset, tokens)
     out: list[AbstractSet[str]] = []
     for i in chosen:
         a, b, clean = spans[i]
@@ -492,6 +506,9 @@ class KeyScanner:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`
         ends before offset `ends[i]`)."""
         assert self._auto is not None
+        if _C is not None:
+            _C.align_scan(self._auto.iter(joined), joined, ends, outs, self._bare)
+            return
         n = len(joined)
         bare = self._bare
         i = 0

@@ -1,0 +1,1052 @@
+/* Optional C kernels for the engine's per-item loops (factrail.core._speedups).
+ *
+ * Every function here is output-identical to the Python it stands in for (facts.py, value.py):
+ * same matches, same insertion order of sets and dicts, same float operations in the same order
+ * (built with -ffp-contract=off, so no fused multiply-add changes a bit). The Python is the
+ * definition; kernels.py decides whether these are used.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+/* ---- candidate tokens ------------------------------------------------------------------
+ * _DIG [A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,} and _WRD [A-Za-z_][A-Za-z0-9_./-]{7,}, scanned with
+ * re.finditer semantics (leftmost, greedy, non-overlapping), then kept as `toks` keeps them:
+ * rstrip(".:,"), at least 6 (8) chars, a digit (a word: one of / _ . and no digit). */
+
+static inline int
+is_alnum_ascii(Py_UCS4 c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static inline int
+is_head(Py_UCS4 c, int word)
+{
+    if (word)
+        return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    return is_alnum_ascii(c);
+}
+
+static inline int
+is_body(Py_UCS4 c, int word)
+{
+    if (is_alnum_ascii(c) || c == '_' || c == '.' || c == '/' || c == '-')
+        return 1;
+    return !word && (c == ':' || c == '@' || c == '#');
+}
+
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+    Py_ssize_t pos;
+} Text;
+
+static int
+text_init(Text *t, PyObject *s)
+{
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(s)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_READY(s) < 0)
+        return -1;
+    t->kind = PyUnicode_KIND(s);
+    t->data = PyUnicode_DATA(s);
+    t->n = PyUnicode_GET_LENGTH(s);
+    t->pos = 0;
+    return 0;
+}
+
+/* The next kept token of one regex (`word`: _WRD, else _DIG) from t->pos: 1 with its span
+ * [*start, *end) after rstrip(".:,"), 0 when none is left.
+ *
+ * A head char followed by fewer body chars than the regex needs fails, and so does every
+ * position inside that run (a shorter run) and the char ending it (not a body char, hence not
+ * a head char): the scan resumes after it. A match ends where its run ends. */
+static int
+next_token(Text *t, int word, Py_ssize_t *start, Py_ssize_t *end)
+{
+    const int kind = t->kind;
+    const void *data = t->data;
+    const Py_ssize_t n = t->n;
+    const Py_ssize_t body = word ? 7 : 5;
+    const Py_ssize_t least = word ? 8 : 6;
+    Py_ssize_t p = t->pos;
+    while (p < n) {
+        if (!is_head(PyUnicode_READ(kind, data, p), word)) {
+            p++;
+            continue;
+        }
+        Py_ssize_t q = p + 1;
+        while (q < n && is_body(PyUnicode_READ(kind, data, q), word))
+            q++;
+        if (q - p - 1 < body) {
+            p = q + 1;
+            continue;
+        }
+        Py_ssize_t e = q;
+        for (;;) { /* the head is never one of .:, so this stops inside the match */
+            Py_UCS4 c = PyUnicode_READ(kind, data, e - 1);
+            if (c != '.' && c != ':' && c != ',')
+                break;
+            e--;
+        }
+        const Py_ssize_t m = p;
+        p = q;
+        if (e - m < least)
+            continue;
+        int digit = 0, mark = 0;
+        for (Py_ssize_t k = m; k < e; k++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, k);
+            if (c >= '0' && c <= '9')
+                digit = 1;
+            else if (c == '/' || c == '_' || c == '.')
+                mark = 1;
+        }
+        if (word ? (!mark || digit) : !digit)
+            continue;
+        t->pos = q;
+        *start = m;
+        *end = e;
+        return 1;
+    }
+    t->pos = n;
+    return 0;
+}
+
+/* Add `toks(s)` to the fresh set `out` in toks' order (digit scan, then word scan). */
+static int
+add_toks(PyObject *out, PyObject *s)
+{
+    Text t;
+    if (text_init(&t, s) < 0)
+        return -1;
+    for (int word = 0; word < 2; word++) {
+        Py_ssize_t a, b;
+        t.pos = 0;
+        while (next_token(&t, word, &a, &b)) {
+            PyObject *tok = PyUnicode_Substring(s, a, b);
+            if (tok == NULL)
+                return -1;
+            int rc = PySet_Add(out, tok);
+            Py_DECREF(tok);
+            if (rc < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+sp_toks(PyObject *Py_UNUSED(mod), PyObject *s)
+{
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    if (add_toks(out, s) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *
+sp_toks_each(PyObject *Py_UNUSED(mod), PyObject *units)
+{
+    PyObject *seq = PySequence_Fast(units, "units must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *found = PySet_New(NULL);
+        if (found == NULL)
+            goto fail;
+        if (add_toks(found, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(found);
+            goto fail;
+        }
+        PyObject *frozen = PyFrozenSet_New(found);
+        Py_DECREF(found);
+        if (frozen == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, frozen);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+static int
+append_index(PyObject *list, Py_ssize_t value)
+{
+    PyObject *v = PyLong_FromSsize_t(value);
+    if (v == NULL)
+        return -1;
+    int rc = PyList_Append(list, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* token_scan(text) -> (occurrences, digit_starts, digit_found, word_starts, word_found) */
+static PyObject *
+sp_token_scan(PyObject *Py_UNUSED(mod), PyObject *s)
+{
+    Text t;
+    if (text_init(&t, s) < 0)
+        return NULL;
+    PyObject *occ = PyDict_New();
+    PyObject *lists[4] = {PyList_New(0), PyList_New(0), PyList_New(0), PyList_New(0)};
+    if (occ == NULL || !lists[0] || !lists[1] || !lists[2] || !lists[3])
+        goto fail;
+    for (int word = 0; word < 2; word++) {
+        PyObject *starts = lists[2 * word], *found = lists[2 * word + 1];
+        Py_ssize_t a, b;
+        t.pos = 0;
+        while (next_token(&t, word, &a, &b)) {
+            PyObject *tok = PyUnicode_Substring(s, a, b);
+            if (tok == NULL)
+                goto fail;
+            PyObject *hit = PyDict_GetItemWithError(occ, tok);
+            PyObject *entry;
+            if (hit != NULL) {
+                Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 0));
+                PyObject *more = count < 0 ? NULL : PyLong_FromSsize_t(count + 1);
+                entry = more == NULL ? NULL : PyTuple_Pack(2, more, PyTuple_GET_ITEM(hit, 1));
+                Py_XDECREF(more);
+            }
+            else if (PyErr_Occurred()) {
+                entry = NULL;
+            }
+            else {
+                entry = Py_BuildValue("(in)", 1, a);
+            }
+            if (entry == NULL || PyDict_SetItem(occ, tok, entry) < 0 ||
+                append_index(starts, a) < 0 || PyList_Append(found, tok) < 0) {
+                Py_XDECREF(entry);
+                Py_DECREF(tok);
+                goto fail;
+            }
+            Py_DECREF(entry);
+            Py_DECREF(tok);
+        }
+    }
+    return Py_BuildValue("(NNNNN)", occ, lists[0], lists[1], lists[2], lists[3]);
+fail:
+    Py_XDECREF(occ);
+    for (int i = 0; i < 4; i++)
+        Py_XDECREF(lists[i]);
+    return NULL;
+}
+
+/* ---- slices of a token scan ---------------------------------------------------------- */
+
+/* bisect.bisect_left over a list of ints. */
+static int
+bisect_left(PyObject *list, Py_ssize_t x, Py_ssize_t *at)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "token scan starts must be a list");
+        return -1;
+    }
+    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        Py_ssize_t v = PyLong_AsSsize_t(PyList_GET_ITEM(list, mid));
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (v < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = lo;
+    return 0;
+}
+
+static const char *const SCAN_FIELDS[4] = {"digit_starts", "digit_found", "word_starts",
+                                           "word_found"};
+
+typedef struct {
+    PyObject *f[4]; /* digit_starts, digit_found, word_starts, word_found */
+} Scan;
+
+static int
+scan_init(Scan *sc, PyObject *scan)
+{
+    for (int i = 0; i < 4; i++)
+        sc->f[i] = NULL;
+    for (int i = 0; i < 4; i++) {
+        sc->f[i] = PyObject_GetAttrString(scan, SCAN_FIELDS[i]);
+        if (sc->f[i] == NULL)
+            return -1;
+        if (!PyList_Check(sc->f[i])) {
+            PyErr_Format(PyExc_TypeError, "%s must be a list", SCAN_FIELDS[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void
+scan_clear(Scan *sc)
+{
+    for (int i = 0; i < 4; i++)
+        Py_CLEAR(sc->f[i]);
+}
+
+/* TokenScan.between: a set from the digit slice, updated with the word slice, frozen. */
+static PyObject *
+scan_between(Scan *sc, Py_ssize_t start, Py_ssize_t end)
+{
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    for (int w = 0; w < 2; w++) {
+        PyObject *starts = sc->f[2 * w], *found = sc->f[2 * w + 1];
+        Py_ssize_t lo, hi;
+        if (bisect_left(starts, start, &lo) < 0 || bisect_left(starts, end, &hi) < 0)
+            goto fail;
+        if (hi > PyList_GET_SIZE(found))
+            hi = PyList_GET_SIZE(found);
+        for (Py_ssize_t k = lo; k < hi; k++)
+            if (PySet_Add(out, PyList_GET_ITEM(found, k)) < 0)
+                goto fail;
+    }
+    PyObject *frozen = PyFrozenSet_New(out);
+    Py_DECREF(out);
+    return frozen;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+sp_between(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "between(scan, start, end)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    Scan sc;
+    PyObject *out = scan_init(&sc, args[0]) < 0 ? NULL : scan_between(&sc, start, end);
+    scan_clear(&sc);
+    return out;
+}
+
+/* _span_tokens(middle, spans, chosen, scan, offset, tokens) */
+static PyObject *
+sp_span_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError,
+                        "span_tokens(middle, spans, chosen, scan, offset, tokens)");
+        return NULL;
+    }
+    PyObject *middle = args[0], *tokens = args[5];
+    Py_ssize_t offset = PyLong_AsSsize_t(args[4]);
+    if (offset == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *spans = PySequence_Fast(args[1], "spans must be a sequence");
+    if (spans == NULL)
+        return NULL;
+    Scan sc;
+    PyObject *out = NULL, *it = NULL, *idx = NULL;
+    if (scan_init(&sc, args[3]) < 0)
+        goto done;
+    it = PyObject_GetIter(args[2]);
+    out = PyList_New(0);
+    if (it == NULL || out == NULL)
+        goto fail;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(spans);
+    while ((idx = PyIter_Next(it)) != NULL) {
+        Py_ssize_t i = PyLong_AsSsize_t(idx);
+        Py_CLEAR(idx);
+        if (i == -1 && PyErr_Occurred())
+            goto fail;
+        if (i < 0 || i >= n) {
+            PyErr_SetString(PyExc_IndexError, "span index out of range");
+            goto fail;
+        }
+        PyObject *span = PySequence_Fast_GET_ITEM(spans, i);
+        Py_ssize_t a, b;
+        PyObject *clean;
+        if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a span is a (start, end, clean) tuple");
+            goto fail;
+        }
+        a = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
+        if (a == -1 && PyErr_Occurred())
+            goto fail;
+        b = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
+        if (b == -1 && PyErr_Occurred())
+            goto fail;
+        clean = PyTuple_GET_ITEM(span, 2);
+        int is_clean = PyObject_IsTrue(clean);
+        if (is_clean < 0)
+            goto fail;
+        PyObject *got;
+        if (is_clean) {
+            got = scan_between(&sc, offset + a, offset + b);
+        }
+        else {
+            PyObject *piece = PySequence_GetSlice(middle, a, b);
+            got = piece == NULL ? NULL : PyObject_CallOneArg(tokens, piece);
+            Py_XDECREF(piece);
+        }
+        if (got == NULL)
+            goto fail;
+        int rc = PyList_Append(out, got);
+        Py_DECREF(got);
+        if (rc < 0)
+            goto fail;
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(it);
+    scan_clear(&sc);
+    Py_DECREF(spans);
+    return out;
+}
+
+/* ---- cover worths -------------------------------------------------------------------- */
+
+/* values.get(key, 0.0) as a double (a dict looked up directly, any other mapping by `get`). */
+static int
+value_of(PyObject *values, PyObject *key, double *out)
+{
+    PyObject *v;
+    if (PyDict_CheckExact(values)) {
+        v = PyDict_GetItemWithError(values, key);
+        if (v == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            *out = 0.0;
+            return 0;
+        }
+        Py_INCREF(v);
+    }
+    else {
+        PyObject *zero = PyFloat_FromDouble(0.0);
+        if (zero == NULL)
+            return -1;
+        v = PyObject_CallMethod(values, "get", "OO", key, zero);
+        Py_DECREF(zero);
+        if (v == NULL)
+            return -1;
+    }
+    double d = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    *out = d;
+    return 0;
+}
+
+/* sum(values.get(t, 0.0) for t in tokens if t not in seen): CPython 3.11's float sum is plain
+ * left-to-right addition from 0 (0 + x is 0.0 + x). `seen` may be NULL. */
+static int
+worth_sum(PyObject *tokens, PyObject *values, PyObject *seen, double *out)
+{
+    PyObject *it = PyObject_GetIter(tokens), *t;
+    if (it == NULL)
+        return -1;
+    double acc = 0.0;
+    while ((t = PyIter_Next(it)) != NULL) {
+        int skip = seen == NULL ? 0 : PySet_Contains(seen, t);
+        double v = 0.0;
+        if (skip < 0 || (!skip && value_of(values, t, &v) < 0)) {
+            Py_DECREF(t);
+            Py_DECREF(it);
+            return -1;
+        }
+        Py_DECREF(t);
+        if (!skip)
+            acc += v;
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return -1;
+    *out = acc;
+    return 0;
+}
+
+static PyObject *
+sp_first_worth(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "first_worth(tokens, chars, values)");
+        return NULL;
+    }
+    long long chars = PyLong_AsLongLong(args[1]);
+    if (chars == -1 && PyErr_Occurred())
+        return NULL;
+    double acc;
+    if (worth_sum(args[0], args[2], NULL, &acc) < 0)
+        return NULL;
+    if (chars + 1 == 0) {
+        PyErr_SetString(PyExc_ZeroDivisionError, "division by zero");
+        return NULL;
+    }
+    return PyFloat_FromDouble(acc / (double)(chars + 1));
+}
+
+static PyObject *
+sp_first_worths(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "first_worths(tokens, chars, values)");
+        return NULL;
+    }
+    PyObject *toks = PySequence_Fast(args[0], "tokens must be a sequence");
+    if (toks == NULL)
+        return NULL;
+    PyObject *chars = PySequence_Fast(args[1], "chars must be a sequence");
+    if (chars == NULL) {
+        Py_DECREF(toks);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(toks);
+    if (PySequence_Fast_GET_SIZE(chars) != n) {
+        PyErr_SetString(PyExc_ValueError, "zip() arguments differ in length");
+        goto done;
+    }
+    out = PyList_New(n);
+    if (out == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(toks, i);
+        int any = PyObject_IsTrue(t);
+        double w = 0.0;
+        if (any < 0)
+            goto fail;
+        if (any) {
+            long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(chars, i));
+            if (c == -1 && PyErr_Occurred())
+                goto fail;
+            if (worth_sum(t, args[2], NULL, &w) < 0)
+                goto fail;
+            if (c + 1 == 0) {
+                PyErr_SetString(PyExc_ZeroDivisionError, "division by zero");
+                goto fail;
+            }
+            w = w / (double)(c + 1);
+        }
+        PyObject *f = PyFloat_FromDouble(w);
+        if (f == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, f);
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_DECREF(toks);
+    Py_DECREF(chars);
+    return out;
+}
+
+/* ---- lazy greedy cover --------------------------------------------------------------- */
+
+typedef struct {
+    double w;
+    Py_ssize_t i;
+} Entry;
+
+/* The heap's order: more worth first, ties to the lower index (heapq on (-worth, i)). */
+static inline int
+before(Entry a, Entry b)
+{
+    return a.w > b.w || (a.w == b.w && a.i < b.i);
+}
+
+static void
+sift_down(Entry *h, Py_ssize_t n, Py_ssize_t k)
+{
+    Entry e = h[k];
+    for (;;) {
+        Py_ssize_t c = 2 * k + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && before(h[c + 1], h[c]))
+            c++;
+        if (!before(h[c], e))
+            break;
+        h[k] = h[c];
+        k = c;
+    }
+    h[k] = e;
+}
+
+static void
+sift_up(Entry *h, Py_ssize_t k)
+{
+    Entry e = h[k];
+    while (k > 0) {
+        Py_ssize_t p = (k - 1) / 2;
+        if (!before(e, h[p]))
+            break;
+        h[k] = h[p];
+        k = p;
+    }
+    h[k] = e;
+}
+
+static int
+item_index(PyObject *seq, Py_ssize_t i, PyObject **out)
+{
+    if (i < 0 || i >= PySequence_Fast_GET_SIZE(seq)) {
+        PyErr_SetString(PyExc_IndexError, "candidate index out of range");
+        return -1;
+    }
+    *out = PySequence_Fast_GET_ITEM(seq, i);
+    return 0;
+}
+
+/* _cover(tokens, chars, values, first, among, covered, room) -> picks */
+static PyObject *
+sp_cover(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "cover(tokens, chars, values, first, among, covered, room)");
+        return NULL;
+    }
+    long long room = PyLong_AsLongLong(args[6]);
+    if (room == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *seqs[5] = {NULL, NULL, NULL, NULL, NULL}; /* tokens chars values first among */
+    PyObject *seen = NULL, *picks = NULL;
+    Entry *heap = NULL;
+    for (int k = 0; k < 5; k++) {
+        seqs[k] = PySequence_Fast(args[k], "cover takes sequences");
+        if (seqs[k] == NULL)
+            goto fail;
+    }
+    PyObject *tokens = seqs[0], *chars = seqs[1], *values = seqs[2], *first = seqs[3];
+    Py_ssize_t m = PySequence_Fast_GET_SIZE(seqs[4]), n = 0;
+    heap = PyMem_New(Entry, m > 0 ? m : 1);
+    seen = PySet_New(args[5]);
+    picks = PyList_New(0);
+    if (heap == NULL || seen == NULL || picks == NULL) {
+        if (heap == NULL)
+            PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t k = 0; k < m; k++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seqs[4], k));
+        PyObject *t, *f;
+        if ((i == -1 && PyErr_Occurred()) || item_index(tokens, i, &t) < 0)
+            goto fail;
+        int any = PyObject_IsTrue(t);
+        if (any < 0)
+            goto fail;
+        if (!any)
+            continue;
+        if (item_index(first, i, &f) < 0)
+            goto fail;
+        double w = PyFloat_AsDouble(f);
+        if (w == -1.0 && PyErr_Occurred())
+            goto fail;
+        heap[n].w = w;
+        heap[n].i = i;
+        n++;
+    }
+    for (Py_ssize_t k = n / 2 - 1; k >= 0; k--)
+        sift_down(heap, n, k);
+    long long used = 0;
+    while (n > 0) {
+        Entry top = heap[0];
+        heap[0] = heap[--n];
+        sift_down(heap, n, 0);
+        PyObject *c, *t, *v;
+        if (item_index(chars, top.i, &c) < 0)
+            goto fail;
+        long long cost = PyLong_AsLongLong(c);
+        if (cost == -1 && PyErr_Occurred())
+            goto fail;
+        cost += 1;
+        if (used + cost > room) /* `used` only grows: it never fits */
+            continue;
+        if (item_index(tokens, top.i, &t) < 0 || item_index(values, top.i, &v) < 0)
+            goto fail;
+        double acc;
+        if (worth_sum(t, v, seen, &acc) < 0)
+            goto fail;
+        if (cost == 0) {
+            PyErr_SetString(PyExc_ZeroDivisionError, "division by zero");
+            goto fail;
+        }
+        double worth = acc / (double)cost;
+        if (worth <= 0)
+            continue;
+        if (n > 0 && worth < heap[0].w - 1e-12) {
+            heap[n].w = worth;
+            heap[n].i = top.i;
+            sift_up(heap, n++);
+            continue;
+        }
+        if (append_index(picks, top.i) < 0)
+            goto fail;
+        used += cost;
+        PyObject *it = PyObject_GetIter(t), *tok;
+        if (it == NULL)
+            goto fail;
+        while ((tok = PyIter_Next(it)) != NULL) {
+            int rc = PySet_Add(seen, tok);
+            Py_DECREF(tok);
+            if (rc < 0)
+                break;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(picks);
+done:
+    for (int k = 0; k < 5; k++)
+        Py_XDECREF(seqs[k]);
+    Py_XDECREF(seen);
+    PyMem_Free(heap);
+    return picks;
+}
+
+/* ---- token values -------------------------------------------------------------------- */
+
+static int
+weights_of(PyObject *w, double out[13])
+{
+    if (!PyTuple_Check(w) || PyTuple_GET_SIZE(w) != 13) {
+        PyErr_SetString(PyExc_TypeError, "weights must be a tuple of 13 floats");
+        return -1;
+    }
+    for (int k = 0; k < 13; k++) {
+        out[k] = PyFloat_AsDouble(PyTuple_GET_ITEM(w, k));
+        if (out[k] == -1.0 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+/* value._own: the token-only terms, summed left to right from 0. */
+static int
+own_terms(PyObject *t, const double w[13], double *out)
+{
+    Text s;
+    if (text_init(&s, t) < 0)
+        return -1;
+    const Py_ssize_t n = s.n;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "math domain error");
+        return -1;
+    }
+    Py_ssize_t digits = 0, dot = -1;
+    int slash = 0, hex = 1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_UCS4 c = PyUnicode_READ(s.kind, s.data, k);
+        if (c >= '0' && c <= '9')
+            digits++;
+        else if (c == '/' || c == '\\')
+            slash = 1;
+        else if (c == '.')
+            dot = k;
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            hex = 0;
+    }
+    Py_ssize_t ext_len = dot >= 0 ? n - dot - 1 : 0;
+    int ext = ext_len > 0 && ext_len <= 5;
+    for (Py_ssize_t k = dot + 1; ext && k < n; k++) {
+        Py_UCS4 c = PyUnicode_READ(s.kind, s.data, k);
+        ext = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    }
+    double acc = 0.0;
+    acc = acc + w[0] * (digits ? 1.0 : 0.0);
+    acc = acc + w[1] * (slash ? 1.0 : 0.0);
+    acc = acc + w[2] * (ext ? 1.0 : 0.0);
+    acc = acc + w[3] * (n >= 8 && hex ? 1.0 : 0.0);
+    acc = acc + w[4] * log((double)n);
+    acc = acc + w[5] * ((double)digits / (double)n);
+    *out = acc;
+    return 0;
+}
+
+static PyObject *
+sp_own(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    double w[13], v;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "own(token, weights)");
+        return NULL;
+    }
+    if (weights_of(args[1], w) < 0 || own_terms(args[0], w, &v) < 0)
+        return NULL;
+    return PyFloat_FromDouble(v);
+}
+
+static int
+contains_flag(PyObject *container, PyObject *t, double *out)
+{
+    int rc = PySequence_Contains(container, t);
+    if (rc < 0)
+        return -1;
+    *out = rc ? 1.0 : 0.0;
+    return 0;
+}
+
+/* The loop of value.token_values:
+ * token_values(wanted, memo, seen, inp, user, reused, size, dist, whole, weights, z0) */
+static PyObject *
+sp_token_values(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "token_values(wanted, memo, seen, inp, user, reused, "
+                                         "size, dist, whole, weights, z0)");
+        return NULL;
+    }
+    PyObject *memo = args[1], *seen = args[2], *inp = args[3], *user = args[4];
+    PyObject *reused = args[5];
+    double w[13];
+    if (!PyDict_Check(memo)) {
+        PyErr_SetString(PyExc_TypeError, "memo must be a dict");
+        return NULL;
+    }
+    if (!PyUnicode_Check(inp) || !PyUnicode_Check(user)) {
+        PyErr_SetString(PyExc_TypeError, "the input and the user text must be str");
+        return NULL;
+    }
+    long long size = PyLong_AsLongLong(args[6]);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    double dist = PyFloat_AsDouble(args[7]);
+    if (dist == -1.0 && PyErr_Occurred())
+        return NULL;
+    double whole = PyFloat_AsDouble(args[8]);
+    if (whole == -1.0 && PyErr_Occurred())
+        return NULL;
+    double z0 = PyFloat_AsDouble(args[10]);
+    if ((z0 == -1.0 && PyErr_Occurred()) || weights_of(args[9], w) < 0)
+        return NULL;
+    PyObject *it = PyObject_GetIter(args[0]);
+    if (it == NULL)
+        return NULL;
+    PyObject *out = PyDict_New(), *t = NULL, *pair = NULL;
+    if (out == NULL)
+        goto fail;
+    while ((t = PyIter_Next(it)) != NULL) {
+        double head;
+        PyObject *hit = PyDict_GetItemWithError(memo, t);
+        if (hit != NULL) {
+            head = PyFloat_AsDouble(hit);
+            if (head == -1.0 && PyErr_Occurred())
+                goto fail;
+        }
+        else {
+            if (PyErr_Occurred() || own_terms(t, w, &head) < 0)
+                goto fail;
+            PyObject *h = PyFloat_FromDouble(head);
+            if (h == NULL)
+                goto fail;
+            int rc = PyDict_SetItem(memo, t, h);
+            Py_DECREF(h);
+            if (rc < 0)
+                goto fail;
+        }
+        long long count = 1, first = 0;
+        if (PyDict_CheckExact(seen)) {
+            pair = PyDict_GetItemWithError(seen, t);
+            Py_XINCREF(pair);
+        }
+        else {
+            pair = PyObject_CallMethod(seen, "get", "OO", t, Py_None);
+            if (pair == Py_None)
+                Py_CLEAR(pair);
+        }
+        if (pair == NULL && PyErr_Occurred())
+            goto fail;
+        if (pair != NULL) {
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError, "an occurrence is a (count, first) tuple");
+                goto fail;
+            }
+            count = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+            if (count == -1 && PyErr_Occurred())
+                goto fail;
+            first = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 1));
+            if (first == -1 && PyErr_Occurred())
+                goto fail;
+            Py_CLEAR(pair);
+        }
+        double in_inp, in_user, in_reused;
+        if (contains_flag(inp, t, &in_inp) < 0 || contains_flag(user, t, &in_user) < 0 ||
+            contains_flag(reused, t, &in_reused) < 0)
+            goto fail;
+        double lc = (double)count;
+        lc = lc == 0.0 ? lc : log1p(lc);
+        double z = head;
+        z = z + w[6] * lc;
+        z = z + w[7] * in_inp;
+        z = z + w[8] * in_user;
+        z = z + dist;
+        z = z + w[10] * ((double)first / (double)size);
+        z = z + whole;
+        z = z + w[12] * in_reused;
+        z = z0 + z;
+        double e = exp(-z);
+        if (isinf(e) && isfinite(z)) {
+            PyErr_SetString(PyExc_OverflowError, "math range error");
+            goto fail;
+        }
+        PyObject *v = PyFloat_FromDouble(1.0 / (1.0 + e));
+        if (v == NULL)
+            goto fail;
+        int rc = PyDict_SetItem(out, t, v);
+        Py_DECREF(v);
+        if (rc < 0)
+            goto fail;
+        Py_CLEAR(t);
+    }
+    if (PyErr_Occurred())
+        goto fail;
+    Py_DECREF(it);
+    return out;
+fail:
+    Py_XDECREF(t);
+    Py_XDECREF(pair);
+    Py_XDECREF(out);
+    Py_DECREF(it);
+    return NULL;
+}
+
+/* ---- aligned key occurrences (KeyScanner._scan) --------------------------------------- */
+
+/* align_scan(found, joined, ends, outs, bare): add each key of the (last, key) pairs `found`
+ * yields that sits aligned in `joined` to the set of the text it lies in. */
+static PyObject *
+sp_align_scan(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "align_scan(found, joined, ends, outs, bare)");
+        return NULL;
+    }
+    PyObject *ends = args[2], *outs = args[3], *bare = args[4];
+    Text s;
+    if (text_init(&s, args[1]) < 0)
+        return NULL;
+    if (!PyList_Check(ends) || !PyList_Check(outs) || !PyAnySet_Check(bare)) {
+        PyErr_SetString(PyExc_TypeError, "ends and outs must be lists, bare a set");
+        return NULL;
+    }
+    const Py_ssize_t n = s.n;
+    const int any_bare = PySet_GET_SIZE(bare) > 0;
+    Py_ssize_t i = 0, texts = PyList_GET_SIZE(ends);
+    if (texts == 0 || PyList_GET_SIZE(outs) < texts) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        return NULL;
+    }
+    Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(ends, 0));
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *out = PyList_GET_ITEM(outs, 0);
+    PyObject *it = PyObject_GetIter(args[0]), *pair;
+    if (it == NULL)
+        return NULL;
+    while ((pair = PyIter_Next(it)) != NULL) {
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyUnicode_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "found yields (last, key) pairs");
+            goto fail;
+        }
+        Py_ssize_t last = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+        PyObject *key = PyTuple_GET_ITEM(pair, 1);
+        if (last == -1 && PyErr_Occurred())
+            goto fail;
+        while (last >= limit) {
+            if (++i >= texts) {
+                PyErr_SetString(PyExc_IndexError, "list index out of range");
+                goto fail;
+            }
+            limit = PyLong_AsSsize_t(PyList_GET_ITEM(ends, i));
+            if (limit == -1 && PyErr_Occurred())
+                goto fail;
+            out = PyList_GET_ITEM(outs, i);
+        }
+        int rc = PySet_Contains(out, key);
+        if (rc == 0 && any_bare)
+            rc = PySet_Contains(bare, key);
+        if (rc < 0)
+            goto fail;
+        if (rc == 0) {
+            Py_ssize_t start = last - PyUnicode_GET_LENGTH(key) + 1;
+            if ((start == 0 || !Py_UNICODE_ISALNUM(PyUnicode_READ(s.kind, s.data, start - 1))) &&
+                (last + 1 == n || !Py_UNICODE_ISALNUM(PyUnicode_READ(s.kind, s.data, last + 1))) &&
+                PySet_Add(out, key) < 0)
+                goto fail;
+        }
+        Py_DECREF(pair);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(pair);
+    Py_DECREF(it);
+    return NULL;
+}
+
+/* ---- module --------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"token_scan", sp_token_scan, METH_O, "facts.token_scan's fields, in order."},
+    {"toks", sp_toks, METH_O, "facts.toks."},
+    {"toks_each", sp_toks_each, METH_O, "facts.toks_each."},
+    {"between", (PyCFunction)(void (*)(void))sp_between, METH_FASTCALL,
+     "facts.TokenScan.between(scan, start, end)."},
+    {"span_tokens", (PyCFunction)(void (*)(void))sp_span_tokens, METH_FASTCALL,
+     "value._span_tokens(middle, spans, chosen, scan, offset, tokens)."},
+    {"first_worth", (PyCFunction)(void (*)(void))sp_first_worth, METH_FASTCALL,
+     "value._first_worth."},
+    {"first_worths", (PyCFunction)(void (*)(void))sp_first_worths, METH_FASTCALL,
+     "value._first_worths."},
+    {"cover", (PyCFunction)(void (*)(void))sp_cover, METH_FASTCALL, "value._cover."},
+    {"own", (PyCFunction)(void (*)(void))sp_own, METH_FASTCALL, "value._own(token, weights)."},
+    {"token_values", (PyCFunction)(void (*)(void))sp_token_values, METH_FASTCALL,
+     "The loop of value.token_values."},
+    {"align_scan", (PyCFunction)(void (*)(void))sp_align_scan, METH_FASTCALL,
+     "The alignment loop of value.KeyScanner._scan."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "factrail.core._speedups",
+    .m_doc = "Optional C kernels for factrail.core (output-identical to the Python).",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    return PyModuleDef_Init(&module);
+}

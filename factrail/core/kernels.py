@@ -1,0 +1,110 @@
+"""The optional C kernels of the engine's per-item loops: the one place that decides.
+
+`native` is the extension `factrail.core._speedups` (`_speedups.c`), or None when it was not
+built or `FACTRAIL_PURE_PYTHON=1` (read once, at import); every kernel is output-identical to
+the Python it stands in for, which stays the definition and the fallback. `summing` is `native`
+for the kernels that sum floats (cover worths) only where the C adds as `sum()` does: CPython
+3.11 adds floats left to right, 3.12 made `sum()` compensated, so there those stay in Python.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Protocol, cast
+
+
+class Scan(Protocol):
+    """The fields of a `facts.TokenScan` the kernels read."""
+
+    @property
+    def digit_starts(self) -> list[int]: ...
+    @property
+    def digit_found(self) -> list[str]: ...
+    @property
+    def word_starts(self) -> list[int]: ...
+    @property
+    def word_found(self) -> list[str]: ...
+
+
+class Native(Protocol):
+    """The functions of `factrail.core._speedups` (arguments positional only)."""
+
+    def token_scan(
+        self, text: str, /
+    ) -> tuple[dict[str, tuple[int, int]], list[int], list[str], list[int], list[str]]: ...
+    def toks(self, s: str, /) -> set[str]: ...
+    def toks_each(self, units: Sequence[str], /) -> list[frozenset[str]]: ...
+    def between(self, scan: Scan, start: int, end: int, /) -> frozenset[str]: ...
+    def span_tokens(
+        self,
+        middle: str,
+        spans: Sequence[tuple[int, int, bool]],
+        chosen: Iterable[int],
+        scan: Scan,
+        offset: int,
+        tokens: Callable[[str], AbstractSet[str]],
+        /,
+    ) -> list[AbstractSet[str]]: ...
+    def first_worth(
+        self, tokens: AbstractSet[str], chars: int, values: Mapping[str, float], /
+    ) -> float: ...
+    def first_worths(
+        self,
+        tokens: Sequence[AbstractSet[str]],
+        chars: Sequence[int],
+        values: Mapping[str, float],
+        /,
+    ) -> list[float]: ...
+    def cover(
+        self,
+        tokens: Sequence[AbstractSet[str]],
+        chars: Sequence[int],
+        values: Sequence[Mapping[str, float]],
+        first: Sequence[float],
+        among: Iterable[int],
+        covered: AbstractSet[str],
+        room: int,
+        /,
+    ) -> list[int]: ...
+    def own(self, token: str, weights: tuple[float, ...], /) -> float: ...
+    def token_values(
+        self,
+        wanted: Iterable[str],
+        memo: dict[str, float],
+        seen: Mapping[str, tuple[int, int]],
+        inp: str,
+        user: str,
+        reused: AbstractSet[str],
+        size: int,
+        dist: float,
+        whole: float,
+        weights: tuple[float, ...],
+        z0: float,
+        /,
+    ) -> dict[str, float]: ...
+    def align_scan(
+        self,
+        found: Iterator[tuple[int, str]],
+        joined: str,
+        ends: list[int],
+        outs: list[set[str]],
+        bare: AbstractSet[str],
+        /,
+    ) -> None: ...
+
+
+def _load() -> Native | None:
+    if os.environ.get("FACTRAIL_PURE_PYTHON") == "1":
+        return None
+    try:
+        return cast(Native, importlib.import_module("factrail.core._speedups"))
+    except ImportError:
+        return None
+
+
+native = _load()
+summing = native if sys.version_info < (3, 12) else None

@@ -1,0 +1,14 @@
+"""Builds the optional C kernels; the package metadata is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "factrail.core._speedups",
+            ["factrail/core/_speedups.c"],
+            optional=True,  # no compiler: the install goes on and the Python kernels are used
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+        )
+    ]
+)

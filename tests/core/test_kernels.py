@@ -1,0 +1,222 @@
+"""The optional C kernels (`factrail.core._speedups`) equal the Python they stand in for, bit for
+bit: same sets in the same iteration order, same dict order, same floats, same picks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factrail.core import facts, kernels, value
+from factrail.core.facts import TokenScan, token_scan, toks, toks_each, unit_spans
+from factrail.core.value import KeyScanner, ValueContext
+
+FEW = settings(max_examples=60, deadline=None)
+
+_ALPHABET = "abcdefXYZ_0189.:,/@#-\\ \n\té\u0416\u0130\u212a\U0001f600\U0001d7d8"
+"""ASCII token chars and breaks, plus 1-, 2- and 4-byte kinds (a case twin, a non-ASCII digit)."""
+_PIECES = ("build/app_v2.bin", "req-0042af", "src/mod_a.py:", "v1.2.3,", "deadbeef00",
+           "a" * 30, "9" * 12, "x.y.z.", "path/to/x_y", "ab/cd", "__init__.py", "7f3a9c1...",
+           "user@host:22", "word_with_under", "ÉTÉ/été_x", "\\n", "x" * 230)  # fmt: skip
+
+texts = st.lists(
+    st.one_of(st.text(_ALPHABET, max_size=14), st.sampled_from(_PIECES)), max_size=24
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def native() -> ModuleType:
+    mod: ModuleType = pytest.importorskip("factrail.core._speedups")
+    return mod
+
+
+@contextmanager
+def _kernels(mod: ModuleType | None) -> Iterator[None]:
+    """Run the engine with the C kernels `mod` (None: the Python definitions)."""
+    switches = ((vars(facts), "_C"), (vars(value), "_C"), (vars(value), "_CSUM"))
+    saved = [names[name] for names, name in switches]
+    for names, name in switches:
+        names[name] = mod
+    try:
+        yield
+    finally:
+        for (names, name), was in zip(switches, saved, strict=True):
+            names[name] = was
+
+
+def _both(native: ModuleType, call: Callable[[], Any]) -> tuple[Any, Any]:
+    """`call()` under the Python definitions, then under the C kernels."""
+    with _kernels(None):
+        py = call()
+    with _kernels(native):
+        c = call()
+    return py, c
+
+
+def _exact(x: Any) -> Any:
+    """A comparable image of `x` that tells iteration order and float bits apart."""
+    if isinstance(x, float):
+        return ("f", x.hex())
+    if isinstance(x, dict):
+        return ("d", [(_exact(k), _exact(v)) for k, v in x.items()])
+    if isinstance(x, set | frozenset):
+        return (type(x).__name__, [_exact(v) for v in x])
+    if isinstance(x, list | tuple):
+        return (type(x).__name__, [_exact(v) for v in x])
+    if isinstance(x, TokenScan):
+        fields = (x.digit_starts, x.digit_found, x.word_starts, x.word_found)
+        return ("scan", _exact(x.occurrences), *fields)
+    return x
+
+
+def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
+    py, c = _both(native, call)
+    assert _exact(c) == _exact(py)
+    return c
+
+
+@FEW
+@given(texts)
+def test_token_scan_and_toks(native: ModuleType, text: str) -> None:
+    _same(native, lambda: token_scan(text))
+    _same(native, lambda: toks(text))
+
+
+def test_token_scan_keeps_what_the_regexes_keep(native: ModuleType) -> None:
+    text = "id req-0042af, at src/mod_a.py: and v1.2.3, then req-0042af again ab12:: x"
+    scan = _same(native, lambda: token_scan(text))
+    assert list(scan.occurrences.items()) == [
+        ("req-0042af", (2, 3)),
+        ("v1.2.3", (1, 36)),
+        ("src/mod_a.py", (1, 18)),
+    ]
+    assert (scan.digit_starts, scan.word_starts) == ([3, 36, 49], [18])
+    assert _same(native, lambda: toks(text)) == {"req-0042af", "v1.2.3", "src/mod_a.py"}
+
+
+@FEW
+@given(st.lists(texts, max_size=8))
+def test_toks_each(native: ModuleType, units: list[str]) -> None:
+    _same(native, lambda: toks_each(units))
+
+
+@FEW
+@given(texts, st.lists(st.tuples(st.integers(-2, 400), st.integers(-2, 400)), max_size=6))
+def test_between(native: ModuleType, text: str, cuts: list[tuple[int, int]]) -> None:
+    scan = token_scan(text)
+    _same(native, lambda: [scan.between(a, b) for a, b in cuts])
+
+
+@FEW
+@given(texts, texts, st.data())
+def test_span_tokens(native: ModuleType, before: str, middle: str, data: st.DataObject) -> None:
+    whole = f"{before}\n{middle}"
+    offset = len(before) + 1
+    spans = unit_spans(middle)
+    chosen = sorted(data.draw(st.sets(st.integers(0, len(spans) - 1)))) if spans else []
+    scan = token_scan(whole)
+    _same(native, lambda: value._span_tokens(middle, spans, chosen, scan, offset, toks))
+
+
+_TOKENS = [f"t{i}" for i in range(10)]
+worths = st.floats(0.0, 1.0, allow_nan=False) | st.sampled_from([0.0, 0.25, 0.5, 1.0])
+
+
+@FEW
+@given(
+    st.lists(
+        st.tuples(st.frozensets(st.sampled_from(_TOKENS), max_size=5), st.integers(0, 40)),
+        max_size=12,
+    ),
+    st.dictionaries(st.sampled_from(_TOKENS), worths),
+    st.sets(st.sampled_from(_TOKENS), max_size=3),
+    st.integers(-5, 200),
+)
+def test_cover_and_worths(
+    native: ModuleType,
+    spec: list[tuple[frozenset[str], int]],
+    values: dict[str, float],
+    covered: set[str],
+    room: int,
+) -> None:
+    tokens = [t for t, _ in spec]
+    chars = [c for _, c in spec]
+    first = _same(native, lambda: value._first_worths(tokens, chars, values))
+    _same(native, lambda: [value._first_worth(t, c, values) for t, c in spec])
+    among = range(0, len(spec), 1)
+    maps = [values] * len(spec)
+    _same(native, lambda: value._cover(tokens, chars, maps, first, among, covered, room))
+
+
+@FEW
+@given(st.lists(texts, min_size=1, max_size=4), texts, texts, st.integers(0, 50))
+def test_token_values_with_a_shared_memo(
+    native: ModuleType, results: list[str], inp: str, user: str, dist: int
+) -> None:
+    reused = frozenset(toks(user))
+
+    def run() -> tuple[list[dict[str, float]], dict[str, float]]:
+        memo: dict[str, float] = {}
+        ctx = ValueContext(input=inp, user=user, dist=dist, reused=reused)
+        return [value.token_values(r, ctx, own=memo) for r in results], memo
+
+    _same(native, run)
+    _same(native, lambda: [value._own(t) for r in results for t in toks(r)])
+
+
+@FEW
+@given(st.lists(texts, max_size=5), st.sets(st.sampled_from([*_PIECES, "ab", "..", "é"])))
+def test_key_scanner(native: ModuleType, found_in: list[str], keys: set[str]) -> None:
+    scanner = KeyScanner(keys)
+    _same(native, lambda: scanner.found_each(found_in))
+
+
+def test_bad_types_raise_type_error(native: ModuleType) -> None:
+    calls: list[Callable[[], object]] = [
+        lambda: native.toks(1),
+        lambda: native.token_scan(None),
+        lambda: native.toks_each(["ok", b"bytes"]),
+        lambda: native.own(3, value._W),
+        lambda: native.cover([1], [1], [{}], [0.5], [0], set(), 9),
+        lambda: native.between(object(), 0, 1),
+        lambda: native.first_worth({"a"}, 1, {"a": "x"}),
+    ]
+    for call in calls:
+        with pytest.raises((TypeError, AttributeError)):
+            call()
+
+
+def test_pure_python_is_forced_by_the_environment() -> None:
+    probe = (
+        "from factrail.core import facts, kernels, value;"
+        "print(kernels.native, kernels.summing, facts._C, value._C, value._CSUM)"
+    )
+    env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["None"] * 5
+
+
+def test_the_pinned_outcomes_hold_on_the_pure_python_path() -> None:
+    """The fallback stays the definition: the 318 pinned `apply` outcomes without the kernels."""
+    if kernels.native is None:
+        pytest.skip("this run is on the pure Python path already")
+    pinned = Path(__file__).with_name("test_apply_pinned.py")
+    env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(pinned)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stdout[-2000:]
