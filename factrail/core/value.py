@@ -347,7 +347,9 @@ class Middle:
     """A stub middle prepared once for `parts` at any budget: its distinct units, their fact
     ranking, error flags, tokens and cover worths under one value map."""
 
-    __slots__ = ("_at", "_chars", "_errors", "_first", "_ranked", "_tokens", "units", "values")
+    __slots__ = (
+        "_at", "_chars", "_errors", "_first", "_least", "_ranked", "_tokens", "units", "values"
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -377,6 +379,13 @@ class Middle:
         for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
             ranked.setdefault(u, i)
         self._ranked = list(ranked.items())
+        least: list[int] = []  # least[k]: the cheapest of the ranked units from k on
+        cheapest = 1 << 62
+        for u, _ in reversed(self._ranked):
+            cheapest = min(cheapest, len(u) + 1)
+            least.append(cheapest)
+        least.reverse()
+        self._least = least
         search = _ERROR_PIECE.search
         held = units_holding(distinct, _ERROR_NEEDLES)
         maybe = range(len(distinct)) if held is None else sorted(held)
@@ -392,7 +401,12 @@ class Middle:
         """The same middle under another value map (units, ranks and tokens shared): a later
         turn's values differ only by the result's distance and what the agent said since."""
         out = Middle.__new__(Middle)
-        out.units, out._at, out._ranked = self.units, self._at, self._ranked
+        out.units, out._at, out._ranked, out._least = (
+            self.units,
+            self._at,
+            self._ranked,
+            self._least,
+        )
         out._errors, out._tokens, out._chars = self._errors, self._tokens, self._chars
         out.values = values
         out._first = _first_worths(self._tokens, self._chars, values)
@@ -402,7 +416,10 @@ class Middle:
         """`pick_fact_lines` under `budget`: the picked units in text order, and their chars."""
         picked: list[tuple[int, str]] = []
         used = 0
-        for u, i in self._ranked:
+        least = self._least
+        for k, (u, i) in enumerate(self._ranked):
+            if used + least[k] > budget:  # nothing from here on fits
+                break
             cost = len(u) + 1
             if used + cost <= budget:
                 used += cost
@@ -581,6 +598,7 @@ def pool(
     cand_tokens: list[AbstractSet[str]] = []
     chars: list[int] = []
     values: list[Mapping[str, float]] = []
+    first: list[float] = []
     owner: list[tuple[int, int]] = []
     for n, p in enumerate(parts):
         rest = [p.units[k] for k in p.rest]
@@ -588,20 +606,24 @@ def pool(
         extra = index.found_each(rest) if index is not None else None
         valued = p.values.keys()
         rank: dict[str, int] | None = None
-        for j, k in enumerate(p.rest):
-            unit_tokens = frozenset(own[j])
-            if extra is not None and extra[j]:
-                kept = [t for t in extra[j] if t in valued]
-                if not unit_tokens.issuperset(kept):  # else the union changes nothing
+        part_tokens: list[AbstractSet[str]] = []
+        for j, held in enumerate(own):
+            unit_tokens = frozenset(held)
+            found = extra[j] if extra is not None else None
+            if found and not found <= unit_tokens:  # else the union changes nothing
+                kept = [t for t in found if t in valued]
+                if not unit_tokens.issuperset(kept):
                     if len(kept) > 1:  # in the value map's order, as `set.intersection` adds
                         rank = rank or {t: r for r, t in enumerate(valued)}
                         kept.sort(key=rank.__getitem__)
                     unit_tokens |= set(kept)
-            cand_tokens.append(unit_tokens)
-            chars.append(len(rest[j]))
-            values.append(p.values)
-            owner.append((n, k))
-    first = [_first_worth(t, c, v) for t, c, v in zip(cand_tokens, chars, values, strict=True)]
+            part_tokens.append(unit_tokens)
+        part_chars = [len(u) for u in rest]
+        first += _first_worths(part_tokens, part_chars, p.values)
+        cand_tokens += part_tokens
+        chars += part_chars
+        values += [p.values] * len(rest)
+        owner += [(n, k) for k in p.rest]
     picks: list[list[int]] = [[] for _ in parts]
     for j in _cover(cand_tokens, chars, values, first, range(len(owner)), covered, room):
         n, k = owner[j]

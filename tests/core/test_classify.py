@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from factrail.core.classify import _READ_FAILED, read_is_observation, reproducible
+from factrail.core.classify import (
+    _BARE_PATH,
+    _GREP_LINE,
+    _READ_FAILED,
+    read_is_observation,
+    reproducible,
+    search_paths,
+)
 
 
 @pytest.mark.parametrize(
@@ -76,3 +83,33 @@ _FAILURE_PIECES = st.sampled_from(
 @given(st.lists(_FAILURE_PIECES, max_size=12).map("".join))
 def test_read_failure_prefilter_agrees_with_the_pattern(text: str) -> None:
     assert read_is_observation(text) == (_READ_FAILED.search(text) is not None)
+
+
+def _search_paths_definition(text: str) -> list[str]:
+    """`search_paths` without its early exit."""
+    found: dict[str, None] = {}
+    lines = hits = 0
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        lines += 1
+        m = _GREP_LINE.match(line)
+        if m:
+            found.setdefault(m.group(1))
+            hits += 1
+        elif ("/" in line or "\\" in line or "." in line) and _BARE_PATH.match(line):
+            found.setdefault(line.rstrip("/\\"))
+            hits += 1
+    return [] if lines == 0 or hits * 5 < lines * 3 else list(found)
+
+
+_LISTING_LINES = st.sampled_from(
+    ["src/a.py:3:x = 1", "lib/b.rs-10-fn f()", "docs/readme.md", "./tests/", "C:\\w\\x.txt",
+     "just some words", "", "   ", "error: boom", "a.b", "x/y:12:z"]
+)  # fmt: skip
+
+
+@given(st.lists(_LISTING_LINES, max_size=30).map("\n".join))
+def test_search_paths_stops_early_only_when_the_answer_is_settled(text: str) -> None:
+    assert search_paths(text) == _search_paths_definition(text)
