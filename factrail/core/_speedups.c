@@ -1014,6 +1014,559 @@ fail:
     return NULL;
 }
 
+/* ---- fact patterns on ASCII text (facts.PATTERNS, FACT_TOKEN) ------------------------------
+ * On ASCII text `\w` is [A-Za-z0-9_], `\d` [0-9], `\s` the chars str.isspace() takes (space,
+ * \t \n \v \f \r and \x1c-\x1f), `\b` a change of wordness, and IGNORECASE ASCII case folding;
+ * elsewhere the Unicode rules differ, so these kernels refuse any text with a non-ASCII char.
+ * Most patterns are decided on maximal word runs: a `\b`-delimited keyword is a whole run. */
+
+static inline int
+is_word(unsigned char c)
+{
+    return is_alnum_ascii(c) || c == '_';
+}
+
+static inline int
+is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static inline int
+is_alpha(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+}
+
+static inline int
+is_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+static inline unsigned char
+lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* [\w.@-]: a char of a `/`-path's segments. */
+static inline int
+is_seg(unsigned char c)
+{
+    return is_word(c) || c == '.' || c == '@' || c == '-';
+}
+
+/* A char that ends a drive-letter path ([^\s"'<>] does not take it). */
+static inline int
+ends_path(unsigned char c)
+{
+    return is_space(c) || c == '"' || c == '\'' || c == '<' || c == '>';
+}
+
+/* Whether s[0:len] equals the lower-case `word` under ASCII case folding. */
+static int
+ci_equal(const unsigned char *s, Py_ssize_t len, const char *word)
+{
+    for (Py_ssize_t k = 0; k < len; k++)
+        if (word[k] == '\0' || lower(s[k]) != (unsigned char)word[k])
+            return 0;
+    return word[len] == '\0';
+}
+
+/* Whether `word` (lower case) starts s[0:n] under case folding and a non-word char (or the
+ * end) follows it. */
+static int
+ci_word_at(const unsigned char *s, Py_ssize_t n, const char *word)
+{
+    Py_ssize_t len = (Py_ssize_t)strlen(word);
+    return len <= n && ci_equal(s, len, word) && (len == n || !is_word(s[len]));
+}
+
+enum {
+    K_ERROR = 1 << 0,   /* p0's single words */
+    K_NOT = 1 << 1,     /* `not` of `not found` */
+    K_FOUND = 1 << 2,
+    K_TIME = 1 << 3,    /* `time`/`timed` of `timed? ?out` */
+    K_OUT = 1 << 4,
+    K_HTTP = 1 << 5,    /* p2 */
+    K_STATUS = 1 << 6,
+    K_COUNTER = 1 << 7, /* p7 */
+    K_EXT = 1 << 8,     /* p10 */
+    K_RECEIPT = 1 << 9, /* p11 */
+};
+
+typedef struct {
+    const char *word;
+    Py_ssize_t len;
+    int roles;
+} Keyword;
+
+#define KW(w, roles) {w, sizeof(w) - 1, roles}
+static const Keyword KEYWORDS[] = {
+    KW("error", K_ERROR), KW("errors", K_ERROR), KW("failed", K_ERROR | K_COUNTER),
+    KW("failure", K_ERROR), KW("fail", K_ERROR | K_COUNTER), KW("exception", K_ERROR),
+    KW("traceback", K_ERROR), KW("denied", K_ERROR), KW("refused", K_ERROR),
+    KW("invalid", K_ERROR), KW("timeout", K_ERROR), KW("timedout", K_ERROR),
+    KW("fatal", K_ERROR), KW("panic", K_ERROR), KW("warning", K_ERROR),
+    KW("not", K_NOT), KW("found", K_FOUND), KW("time", K_TIME), KW("timed", K_TIME),
+    KW("out", K_OUT), KW("http", K_HTTP), KW("status", K_STATUS),
+    KW("pid", K_COUNTER), KW("port", K_COUNTER), KW("exit", K_COUNTER), KW("rc", K_COUNTER),
+    KW("code", K_COUNTER), KW("size", K_COUNTER), KW("bytes", K_COUNTER),
+    KW("pass", K_COUNTER), KW("passed", K_COUNTER), KW("test", K_COUNTER),
+    KW("tests", K_COUNTER), KW("total", K_COUNTER), KW("count", K_COUNTER),
+    KW("message_id", K_RECEIPT), KW("ticket", K_RECEIPT), KW("confirm", K_RECEIPT),
+    KW("confirmed", K_RECEIPT), KW("sent", K_RECEIPT), KW("delivered", K_RECEIPT),
+    KW("created", K_RECEIPT), KW("updated", K_RECEIPT), KW("deleted", K_RECEIPT),
+    KW("order", K_RECEIPT), KW("transaction", K_RECEIPT), KW("commit", K_RECEIPT),
+    KW("js", K_EXT), KW("ts", K_EXT), KW("jsx", K_EXT), KW("tsx", K_EXT), KW("cjs", K_EXT),
+    KW("cts", K_EXT), KW("mjs", K_EXT), KW("mts", K_EXT), KW("cjsx", K_EXT),
+    KW("ctsx", K_EXT), KW("mjsx", K_EXT), KW("mtsx", K_EXT), KW("py", K_EXT),
+    KW("json", K_EXT), KW("yml", K_EXT), KW("yaml", K_EXT), KW("md", K_EXT),
+    KW("toml", K_EXT), KW("txt", K_EXT), KW("log", K_EXT), KW("rs", K_EXT), KW("go", K_EXT),
+    KW("sh", K_EXT), KW("ps1", K_EXT), KW("cmd", K_EXT), KW("lock", K_EXT), KW("sql", K_EXT),
+};
+#undef KW
+#define KEYWORD_MAX 11
+
+/* The roles of the word run s[0:len] (0 when it is no keyword). */
+static int
+roles_of(const unsigned char *s, Py_ssize_t len)
+{
+    if (len > KEYWORD_MAX)
+        return 0;
+    unsigned char low[KEYWORD_MAX];
+    for (Py_ssize_t k = 0; k < len; k++)
+        low[k] = lower(s[k]);
+    for (size_t k = 0; k < sizeof(KEYWORDS) / sizeof(KEYWORDS[0]); k++)
+        if (KEYWORDS[k].len == len && memcmp(low, KEYWORDS[k].word, (size_t)len) == 0)
+            return KEYWORDS[k].roles;
+    return 0;
+}
+
+/* The end of the maximal run from `k` of chars in [\s:=] (also `#` when `hash`). */
+static Py_ssize_t
+skip_sep(const unsigned char *s, Py_ssize_t n, Py_ssize_t k, int hash)
+{
+    while (k < n && (is_space(s[k]) || s[k] == ':' || s[k] == '=' || (hash && s[k] == '#')))
+        k++;
+    return k;
+}
+
+/* p2 after a whole-word `HTTP` ending at b: in the maximal run of [\s/\d.] from b, three digits
+ * followed by a non-word char (or the end). */
+static int
+http_code(const unsigned char *s, Py_ssize_t n, Py_ssize_t b)
+{
+    int digits = 0;
+    for (Py_ssize_t k = b; k < n; k++) {
+        unsigned char c = s[k];
+        if (is_digit(c)) {
+            if (++digits >= 3 && (k + 1 == n || !is_word(s[k + 1])))
+                return 1;
+        }
+        else if (is_space(c) || c == '/' || c == '.')
+            digits = 0;
+        else
+            return 0;
+    }
+    return 0;
+}
+
+/* Whether three digits start at k and a non-word char (or the end) follows them. */
+static int
+three_digits(const unsigned char *s, Py_ssize_t n, Py_ssize_t k)
+{
+    return k + 3 <= n && is_digit(s[k]) && is_digit(s[k + 1]) && is_digit(s[k + 2]) &&
+           (k + 3 == n || !is_word(s[k + 3]));
+}
+
+/* p3: a drive-letter path, or a `/`-path of two segments after the start or [\s"'(=]. */
+static int
+has_path(const unsigned char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t q = 0; q < n; q++) {
+        unsigned char c = s[q];
+        if (c == ':' && q >= 1 && is_alpha(s[q - 1]) && q + 2 < n &&
+            (s[q + 1] == '/' || s[q + 1] == '\\') && !ends_path(s[q + 2]))
+            return 1;
+        if (c == '/') {
+            unsigned char before = q == 0 ? ' ' : s[q - 1];
+            if (!(is_space(before) || before == '"' || before == '\'' || before == '(' ||
+                  before == '='))
+                continue;
+            Py_ssize_t k = q + 1;
+            while (k < n && is_seg(s[k]))
+                k++;
+            if (k > q + 1 && k + 1 < n && s[k] == '/' && is_seg(s[k + 1]))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+static const char *const QUANTITIES[] = {"ms",   "kb",    "mb",   "gb",   "bytes",
+                                         "tokens", "lines", "line", "files", "file"};
+
+/* p8: a digit at a word start, the maximal [\d,.] run after it, one optional \s, then a unit
+ * word, or a `%` no word char follows. Every start in one [\d,.] run shares its end. */
+static int
+has_quantity(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        if (!(is_digit(s[i]) || s[i] == '.' || s[i] == ',')) {
+            i++;
+            continue;
+        }
+        int start = 0;
+        Py_ssize_t e = i;
+        for (; e < n && (is_digit(s[e]) || s[e] == '.' || s[e] == ','); e++)
+            if (is_digit(s[e]) && (e == i ? (i == 0 || !is_word(s[i - 1])) : !is_digit(s[e - 1])))
+                start = 1;
+        i = e;
+        if (!start)
+            continue;
+        if (e < n && is_space(s[e]))
+            e++;
+        if (e < n && s[e] == '%' && (e + 1 == n || !is_word(s[e + 1])))
+            return 1;
+        for (size_t k = 0; k < sizeof(QUANTITIES) / sizeof(QUANTITIES[0]); k++)
+            if (ci_word_at(s + e, n - e, QUANTITIES[k]))
+                return 1;
+    }
+    return 0;
+}
+
+/* How many of the 12 fact patterns match the ASCII text s[0:n] (facts.fact_score). */
+static int
+fact_score_ascii(const unsigned char *s, Py_ssize_t n)
+{
+    int hit[12] = {0};
+    Py_ssize_t prev_end = -2; /* the previous word run's end, and its roles */
+    int prev_roles = 0, chain = 0, short_chain = 0;
+    Py_ssize_t a = 0;
+    while (a < n) {
+        if (!is_word(s[a])) {
+            a++;
+            continue;
+        }
+        Py_ssize_t b = a, digits = 0, hex_letters = 0;
+        for (; b < n && is_word(s[b]); b++) {
+            unsigned char c = lower(s[b]);
+            if (is_digit(c))
+                digits++;
+            else if (c >= 'a' && c <= 'f')
+                hex_letters++;
+        }
+        const Py_ssize_t len = b - a;
+        const int roles = roles_of(s + a, len);
+        const int spaced = prev_end + 1 == a && s[prev_end] == ' ';
+        const int dotted = prev_end + 1 == a && s[prev_end] == '.';
+        /* p0 */
+        if ((roles & K_ERROR) || ((roles & K_FOUND) && (prev_roles & K_NOT) && spaced) ||
+            ((roles & K_OUT) && (prev_roles & K_TIME) && spaced))
+            hit[0] = 1;
+        for (Py_ssize_t k = a; !hit[0] && k + 8 < b; k++)
+            hit[0] = ci_equal(s + k, 8, "invalid_");
+        /* p1 */
+        if ((len == 4 && memcmp(s + a, "FAIL", 4) == 0) || (len == 3 && memcmp(s + a, "ERR", 3) == 0))
+            hit[1] = 1;
+        /* p2 */
+        if (((roles & K_HTTP) && http_code(s, n, b)) ||
+            ((roles & K_STATUS) && skip_sep(s, n, b, 0) > b &&
+             three_digits(s, n, skip_sep(s, n, b, 0))))
+            hit[2] = 1;
+        /* p4, p6: runs of digit words joined by single dots */
+        if (digits == len) {
+            chain = dotted && chain > 0 ? chain + 1 : 1;
+            short_chain = len > 3 ? 0 : dotted && short_chain > 0 ? short_chain + 1 : 1;
+        }
+        else {
+            chain = short_chain = 0;
+        }
+        if (chain >= 3)
+            hit[4] = 1;
+        if (short_chain >= 4)
+            hit[6] = 1;
+        if (len == 9 && memcmp(s + a, "localhost", 9) == 0 && b < n && s[b] == ':') {
+            Py_ssize_t k = b + 1;
+            while (k < n && is_digit(s[k]))
+                k++;
+            if (k > b + 1 && (k == n || !is_word(s[k])))
+                hit[6] = 1;
+        }
+        /* p5 */
+        if (len >= 7 && len <= 40 && digits + hex_letters == len && digits > 0 &&
+            hex_letters > 0)
+            hit[5] = 1;
+        /* p7 */
+        if ((roles & K_COUNTER) && skip_sep(s, n, b, 0) < n && is_digit(s[skip_sep(s, n, b, 0)]))
+            hit[7] = 1;
+        /* p9 */
+        if (digits == len && len >= 4)
+            hit[9] = 1;
+        /* p10: a word char earlier in the [\w.-] run of the dot before the extension */
+        if ((roles & K_EXT) && a >= 1 && s[a - 1] == '.') {
+            Py_ssize_t k = a - 2;
+            while (k >= 0 && (s[k] == '.' || s[k] == '-'))
+                k--;
+            if (k >= 0 && is_word(s[k]))
+                hit[10] = 1;
+        }
+        /* p11 */
+        if (roles & K_RECEIPT) {
+            Py_ssize_t k = skip_sep(s, n, b, 1);
+            if (k > b && k < n && (is_word(s[k]) || s[k] == '-'))
+                hit[11] = 1;
+        }
+        prev_end = b;
+        prev_roles = roles;
+        a = b;
+    }
+    hit[3] = has_path(s, n);
+    hit[8] = has_quantity(s, n);
+    int score = 0;
+    for (int k = 0; k < 12; k++)
+        score += hit[k];
+    return score;
+}
+
+/* The fact score of one unit, or -1 when it holds a non-ASCII char. */
+static int
+unit_score(PyObject *unit, long *out)
+{
+    if (!PyUnicode_Check(unit)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(unit)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_READY(unit) < 0)
+        return -1;
+    *out = PyUnicode_IS_ASCII(unit)
+               ? fact_score_ascii(PyUnicode_1BYTE_DATA(unit), PyUnicode_GET_LENGTH(unit))
+               : -1;
+    return 0;
+}
+
+static PyObject *
+sp_fact_score(PyObject *Py_UNUSED(mod), PyObject *unit)
+{
+    long score;
+    return unit_score(unit, &score) < 0 ? NULL : PyLong_FromLong(score);
+}
+
+static PyObject *
+sp_fact_scores(PyObject *Py_UNUSED(mod), PyObject *units)
+{
+    PyObject *seq = PySequence_Fast(units, "units must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long score;
+        if (unit_score(PySequence_Fast_GET_ITEM(seq, i), &score) < 0)
+            goto fail;
+        PyObject *v = PyLong_FromLong(score);
+        if (v == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, v);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* The end of the FACT_TOKEN match at i (its alternatives in order), or -1 when none starts
+ * there. */
+static Py_ssize_t
+fact_token_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
+{
+    const unsigned char c = s[i];
+    if (is_alpha(c) && i + 3 < n && s[i + 1] == ':' && (s[i + 2] == '\\' || s[i + 2] == '/') &&
+        !ends_path(s[i + 3])) {
+        Py_ssize_t k = i + 4;
+        while (k < n && !ends_path(s[k]))
+            k++;
+        return k;
+    }
+    if (c == '/') {
+        /* (?:[\w.@-]+/)+ takes every segment that a `/` ends; the last [\w.@-]+ is the segment
+         * after them, or, when none follows, the last of them given back */
+        Py_ssize_t pos = i + 1, last = -1, slashes = 0;
+        for (;;) {
+            Py_ssize_t e = pos;
+            while (e < n && is_seg(s[e]))
+                e++;
+            if (e > pos && e < n && s[e] == '/') {
+                slashes++;
+                last = e;
+                pos = e + 1;
+                continue;
+            }
+            if (e > pos && slashes >= 1)
+                return e;
+            if (e == pos && slashes >= 2)
+                return last;
+            break;
+        }
+    }
+    if (!is_word(c) || (i > 0 && is_word(s[i - 1])))
+        return -1;
+    Py_ssize_t b = i, digits = 0, letters = 0;
+    for (; b < n && is_word(s[b]); b++) {
+        unsigned char l = lower(s[b]);
+        if (is_digit(l))
+            digits++;
+        else if (l >= 'a' && l <= 'f')
+            letters++;
+    }
+    if (b - i >= 7 && b - i <= 40 && digits + letters == b - i && digits > 0 && letters > 0)
+        return b;
+    if (!is_digit(c))
+        return -1;
+    /* \d[\d.,:]*\d\b: the last digit of the [\d.,:] run a non-word char (or the end) follows */
+    Py_ssize_t e = i + 1;
+    while (e < n && (is_digit(s[e]) || s[e] == '.' || s[e] == ',' || s[e] == ':'))
+        e++;
+    for (Py_ssize_t m = e - 1; m > i; m--)
+        if (is_digit(s[m]) && (m + 1 == n || !is_word(s[m + 1])))
+            return m + 1;
+    return -1;
+}
+
+/* fact_tokens(text): set(FACT_TOKEN.findall(text)) for ASCII text, else None. */
+static PyObject *
+sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text))
+        Py_RETURN_NONE;
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t i = 0;
+    while (i < n) {
+        Py_ssize_t e = fact_token_at(s, n, i);
+        if (e < 0) {
+            i++;
+            continue;
+        }
+        PyObject *tok = PyUnicode_FromStringAndSize((const char *)s + i, e - i);
+        int rc = tok == NULL ? -1 : PySet_Add(out, tok);
+        Py_XDECREF(tok);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        i = e;
+    }
+    return out;
+}
+
+/* ---- units of a text (facts.unit_spans without mark lines) ------------------------------ */
+
+#define FACT_LINE_CHARS 200
+#define SPLIT_MIN 100
+
+static int
+add_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, int clean)
+{
+    PyObject *span = Py_BuildValue("(nnO)", start, end, clean ? Py_True : Py_False);
+    if (span == NULL)
+        return -1;
+    int rc = PyList_Append(out, span);
+    Py_DECREF(span);
+    return rc;
+}
+
+/* _part_spans of the piece t[p:q] (str.strip() strips what Py_UNICODE_ISSPACE takes). */
+static int
+part_spans(const Text *t, Py_ssize_t p, Py_ssize_t q, PyObject *out)
+{
+    const int kind = t->kind;
+    const void *data = t->data;
+#define SPACE_AT(k) Py_UNICODE_ISSPACE(PyUnicode_READ(kind, data, (k)))
+    while (p < q && SPACE_AT(p))
+        p++;
+    while (q > p && SPACE_AT(q - 1))
+        q--;
+    if (p == q)
+        return 0;
+    if (q - p <= FACT_LINE_CHARS)
+        return add_span(out, p, q, 1);
+    int clean = 1;
+    while (q - p > FACT_LINE_CHARS) {
+        /* every separator holds a space at or after its start: the last one starts no later
+         * than the window's last space, which is the one cut at */
+        Py_ssize_t c = FACT_LINE_CHARS - 1;
+        while (c >= 0 && PyUnicode_READ(kind, data, p + c) != ' ')
+            c--;
+        const int hard = c <= SPLIT_MIN;
+        const Py_ssize_t cut = hard ? FACT_LINE_CHARS : c + 1;
+        Py_ssize_t a = p, b = p + cut;
+        while (a < b && SPACE_AT(a))
+            a++;
+        while (b > a && SPACE_AT(b - 1))
+            b--;
+        if (a < b && add_span(out, a, b, clean && !hard) < 0)
+            return -1;
+        p += cut;
+        while (p < q && SPACE_AT(p))
+            p++;
+        clean = !hard;
+    }
+#undef SPACE_AT
+    return p < q ? add_span(out, p, q, clean) : 0;
+}
+
+/* unit_spans(text) for a text without mark lines: its lines, each cut at its `\n` escapes. */
+static PyObject *
+sp_unit_spans(PyObject *Py_UNUSED(mod), PyObject *text)
+{
+    Text t;
+    if (text_init(&t, text) < 0)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t line = 0;
+    while (line <= t.n) {
+        Py_ssize_t end = line;
+        while (end < t.n && PyUnicode_READ(t.kind, t.data, end) != '\n')
+            end++;
+        Py_ssize_t part = line;
+        for (Py_ssize_t k = line; k + 1 < end; k++) {
+            if (PyUnicode_READ(t.kind, t.data, k) == '\\' &&
+                PyUnicode_READ(t.kind, t.data, k + 1) == 'n') {
+                if (part_spans(&t, part, k, out) < 0)
+                    goto fail;
+                part = k + 2;
+                k++;
+            }
+        }
+        if (part_spans(&t, part, end, out) < 0)
+            goto fail;
+        line = end + 1;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* ---- module --------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1034,6 +1587,12 @@ static PyMethodDef methods[] = {
      "The loop of value.token_values."},
     {"align_scan", (PyCFunction)(void (*)(void))sp_align_scan, METH_FASTCALL,
      "The alignment loop of value.KeyScanner._scan."},
+    {"fact_score", sp_fact_score, METH_O,
+     "facts.fact_score of an ASCII unit, -1 for any other."},
+    {"fact_scores", sp_fact_scores, METH_O, "fact_score of every unit."},
+    {"fact_tokens", sp_fact_tokens, METH_O,
+     "set(facts.FACT_TOKEN.findall(text)) of an ASCII text, None for any other."},
+    {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -120,6 +120,8 @@ def unit_spans(text: str) -> list[tuple[int, int, bool]]:
     `clean`: no token char touches either edge, so a token of the text never straddles it
     (false only beside a long line cut at 200 chars with no separator to cut at)."""
     marked = _has_mark(text)
+    if _C is not None and not marked:
+        return _C.unit_spans(text)
     out: list[tuple[int, int, bool]] = []
     pos = 0
     for line in text.split("\n"):
@@ -144,6 +146,8 @@ def units(text: str) -> list[str]:
 
 def fact_score(unit: str) -> int:
     """How many of the 12 fact patterns match `unit` (the definition; `unit_scores` is faster)."""
+    if _C is not None and (got := _C.fact_score(unit)) >= 0:
+        return got
     if not unit:
         return 0
     patterns = PATTERNS if _ANY_DIGIT.search(unit) else _WORD_PATTERNS
@@ -282,6 +286,18 @@ class _Views:
 
 
 def unit_scores(units: Sequence[str]) -> list[int]:
+    """`fact_score` of every unit: ASCII ones by the C kernel, the others by `_needle_scores`."""
+    if _C is None:
+        return _needle_scores(units)
+    scores = _C.fact_scores(units)
+    refused = [i for i, s in enumerate(scores) if s < 0]
+    if refused:
+        for i, s in zip(refused, _needle_scores([units[i] for i in refused]), strict=True):
+            scores[i] = s
+    return scores
+
+
+def _needle_scores(units: Sequence[str]) -> list[int]:
     """`fact_score` of every unit: each pattern runs only on the units holding one of its needles.
 
     The needles are found in folded copies of all units, each after a newline (only a needle's
@@ -306,7 +322,21 @@ _REACH_ORDER = (10, 3, 9, 8, 7, 0, 4, 5, 6, 2, 11, 1)
 
 def _reach(units: Sequence[str], need: float) -> bool:
     """Whether the units (distinct) that match some fact pattern have `need` chars (len+1 each):
-    pattern by pattern over the units not yet matched, stopping once `need` is met."""
+    the ASCII units by the C kernel, the others by `_needle_reach`."""
+    if _C is None:
+        return _needle_reach(units, need)
+    got = 0
+    refused: list[str] = []
+    for u, s in zip(units, _C.fact_scores(units), strict=True):
+        if s > 0:
+            got += len(u) + 1
+        elif s < 0:
+            refused.append(u)
+    return got >= need or (bool(refused) and _needle_reach(refused, need - got))
+
+
+def _needle_reach(units: Sequence[str], need: float) -> bool:
+    """`_reach` pattern by pattern over the units not yet matched, stopping once `need` is met."""
     views = _Views(units)
     if not views.ok:
         return sum(len(u) + 1 for u in units if fact_score(u) > 0) >= need
@@ -449,6 +479,8 @@ def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
     if _has_mark(text):
         text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
+    if _C is not None and (got := _C.fact_tokens(text)) is not None:
+        return got
     return set(FACT_TOKEN.findall(text))
 
 
