@@ -8,6 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <string.h>
 
 /* ---- candidate tokens ------------------------------------------------------------------
  * _DIG [A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,} and _WRD [A-Za-z_][A-Za-z0-9_./-]{7,}, scanned with
@@ -1441,22 +1442,10 @@ fact_token_at(const unsigned char *s, Py_ssize_t n, Py_ssize_t i)
 }
 
 /* fact_tokens(text): set(FACT_TOKEN.findall(text)) for ASCII text, else None. */
-static PyObject *
-sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *text)
+/* Add the FACT_TOKEN matches of the ASCII bytes s[0:n] to `out`, in findall order. */
+static int
+add_fact_tokens(const unsigned char *s, Py_ssize_t n, PyObject *out)
 {
-    if (!PyUnicode_Check(text)) {
-        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
-        return NULL;
-    }
-    if (PyUnicode_READY(text) < 0)
-        return NULL;
-    if (!PyUnicode_IS_ASCII(text))
-        Py_RETURN_NONE;
-    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
-    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    PyObject *out = PySet_New(NULL);
-    if (out == NULL)
-        return NULL;
     Py_ssize_t i = 0;
     while (i < n) {
         Py_ssize_t e = fact_token_at(s, n, i);
@@ -1467,12 +1456,118 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *text)
         PyObject *tok = PyUnicode_FromStringAndSize((const char *)s + i, e - i);
         int rc = tok == NULL ? -1 : PySet_Add(out, tok);
         Py_XDECREF(tok);
+        if (rc < 0)
+            return -1;
+        i = e;
+    }
+    return 0;
+}
+
+/* Add findall(text[a:b]) to `out`, in order (a line the byte scanner cannot read). */
+static int
+add_found(PyObject *text, Py_ssize_t a, Py_ssize_t b, PyObject *findall, PyObject *out)
+{
+    PyObject *line = PyUnicode_Substring(text, a, b);
+    if (line == NULL)
+        return -1;
+    PyObject *found = PyObject_CallOneArg(findall, line);
+    Py_DECREF(line);
+    if (found == NULL)
+        return -1;
+    PyObject *it = PyObject_GetIter(found);
+    Py_DECREF(found);
+    if (it == NULL)
+        return -1;
+    PyObject *tok;
+    while ((tok = PyIter_Next(it)) != NULL) {
+        int rc = PySet_Add(out, tok);
+        Py_DECREF(tok);
         if (rc < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* fact_tokens(text, findall): set(findall(text)) for findall = FACT_TOKEN.findall, built in
+ * findall's order. No match holds a newline, and a newline stands for the start or the end of the
+ * text to \b, so the matches of the text are those of its lines in turn: ASCII lines are scanned
+ * here, any other line by `findall` itself. */
+static PyObject *
+sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "fact_tokens(text, findall) takes 2 arguments");
+        return NULL;
+    }
+    PyObject *text = args[0], *findall = args[1];
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (!PyCallable_Check(findall)) {
+        PyErr_SetString(PyExc_TypeError, "findall must be callable");
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        if (add_fact_tokens(PyUnicode_1BYTE_DATA(text), n, out) < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        i = e;
+        return out;
     }
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    unsigned char *buf = NULL;
+    Py_ssize_t room = 0;
+    Py_ssize_t a = 0;
+    while (a <= n) {
+        Py_ssize_t b = a;
+        int ascii = 1;
+        while (b < n) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, b);
+            if (c == '\n')
+                break;
+            if (c > 127)
+                ascii = 0;
+            b++;
+        }
+        int rc;
+        if (!ascii) {
+            rc = add_found(text, a, b, findall, out);
+        }
+        else {
+            if (b - a > room) {
+                unsigned char *grown = PyMem_Realloc(buf, (size_t)(b - a));
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    rc = -1;
+                    goto done_line;
+                }
+                buf = grown;
+                room = b - a;
+            }
+            for (Py_ssize_t k = a; k < b; k++)
+                buf[k - a] = (unsigned char)PyUnicode_READ(kind, data, k);
+            rc = add_fact_tokens(buf, b - a, out);
+        }
+    done_line:
+        if (rc < 0) {
+            PyMem_Free(buf);
+            Py_DECREF(out);
+            return NULL;
+        }
+        a = b + 1;
+    }
+    PyMem_Free(buf);
     return out;
 }
 
@@ -1569,7 +1664,89 @@ fail:
 
 /* ---- module --------------------------------------------------------------------------- */
 
+/* ---- tokens.estimate_tokens --------------------------------------------------------------- */
+
+/* The estimate of tokens.py, one pass over the code points: an ASCII letter extends a letter run,
+   an ASCII digit counts 1/2, ASCII whitespace nothing, any other code point 0.9 (the Python
+   classifies the UTF-8 lead byte, which is one per code point). The float additions are the
+   Python's, in its order: digits / 2 + symbols * 0.9, then the number of letter runs at least 1,
+   7, 13, ... long, one threshold at a time up to the first that no run reaches. */
+static PyObject *
+sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "estimate_tokens() expects a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
+    if (n == 0)
+        return PyLong_FromLong(0);
+    int kind = PyUnicode_KIND(arg);
+    const void *data = PyUnicode_DATA(arg);
+    Py_ssize_t digits = 0, symbols = 0, run = 0, longest = 0;
+    /* runs[k]: letter runs of length in [6k+1, 6k+6]; grown on demand. */
+    Py_ssize_t small[64] = {0};
+    Py_ssize_t *runs = small;
+    Py_ssize_t cap = 64;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        Py_UCS4 c = i < n ? PyUnicode_READ(kind, data, i) : 0x20;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+            run++;
+            continue;
+        }
+        if (run) {
+            Py_ssize_t bucket = (run - 1) / 6;
+            if (bucket >= cap) {
+                Py_ssize_t grown = bucket * 2 + 1;
+                Py_ssize_t *more = PyMem_Calloc((size_t)grown, sizeof(Py_ssize_t));
+                if (more == NULL) {
+                    if (runs != small)
+                        PyMem_Free(runs);
+                    return PyErr_NoMemory();
+                }
+                memcpy(more, runs, (size_t)cap * sizeof(Py_ssize_t));
+                if (runs != small)
+                    PyMem_Free(runs);
+                runs = more;
+                cap = grown;
+            }
+            runs[bucket]++;
+            if (bucket > longest)
+                longest = bucket;
+            run = 0;
+        }
+        if (i == n)
+            break;
+        if (c >= '0' && c <= '9')
+            digits++;
+        else if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f))
+            ;
+        else
+            symbols++;
+    }
+    /* at_least[k] = runs of length >= 6k+1 = sum of runs[k..longest] */
+    double total = (double)digits / 2.0 + (double)symbols * 0.9;
+    Py_ssize_t at_least = 0;
+    for (Py_ssize_t k = 0; k <= longest; k++)
+        at_least += runs[k];
+    Py_ssize_t k = 0;
+    total += (double)at_least;
+    while (at_least) {
+        at_least -= runs[k];
+        k++;
+        total += (double)at_least;
+    }
+    if (runs != small)
+        PyMem_Free(runs);
+    if (!(total > 0))
+        return PyLong_FromLong(0);
+    return PyLong_FromDouble(ceil(total - 1e-9));
+}
+
 static PyMethodDef methods[] = {
+    {"estimate_tokens", sp_estimate_tokens, METH_O, "tokens.estimate_tokens."},
     {"token_scan", sp_token_scan, METH_O, "facts.token_scan's fields, in order."},
     {"toks", sp_toks, METH_O, "facts.toks."},
     {"toks_each", sp_toks_each, METH_O, "facts.toks_each."},
@@ -1590,8 +1767,8 @@ static PyMethodDef methods[] = {
     {"fact_score", sp_fact_score, METH_O,
      "facts.fact_score of an ASCII unit, -1 for any other."},
     {"fact_scores", sp_fact_scores, METH_O, "fact_score of every unit."},
-    {"fact_tokens", sp_fact_tokens, METH_O,
-     "set(facts.FACT_TOKEN.findall(text)) of an ASCII text, None for any other."},
+    {"fact_tokens", (PyCFunction)(void (*)(void))sp_fact_tokens, METH_FASTCALL,
+     "set(findall(text)) for findall = facts.FACT_TOKEN.findall, in findall's order."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
     {NULL, NULL, 0, NULL},
 };

@@ -479,8 +479,8 @@ def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
     if _has_mark(text):
         text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
-    if _C is not None and (got := _C.fact_tokens(text)) is not None:
-        return got
+    if _C is not None:
+        return _C.fact_tokens(text, FACT_TOKEN.findall)
     return set(FACT_TOKEN.findall(text))
 
 

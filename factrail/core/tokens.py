@@ -13,6 +13,8 @@ import re
 from collections import OrderedDict
 from threading import Lock
 
+from factrail.core.kernels import native as _C
+
 _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
 
 
@@ -43,6 +45,8 @@ def _runs_at_least(letters: bytes, n: int) -> int:
 
 def estimate_tokens(text: str) -> int:
     """Estimated token count of `text` (no tokenizer, no I/O)."""
+    if _C is not None:
+        return _C.estimate_tokens(text)
     if not text:
         return 0
     classes = text.encode("utf-8", "surrogatepass").translate(_TABLE, _CONTINUATION)

@@ -1,5 +1,6 @@
-"""The C kernels of the fact patterns (`fact_score`, `fact_tokens`, `unit_spans`) equal their
-Python definitions on ASCII text, and refuse any other text, which the Python then handles."""
+"""The C kernels of the fact patterns (`fact_score`, `fact_tokens`, `unit_spans`) and of
+`estimate_tokens` equal their Python definitions; the pattern kernels refuse non-ASCII units, which
+the Python then scores, and `fact_tokens` hands non-ASCII lines to `findall`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import facts
+from factrail.core import facts, tokens
 from factrail.core.facts import FACT_TOKEN, PATTERNS, FactScores
 from factrail.core.marks import note
 
@@ -96,14 +97,15 @@ def native() -> ModuleType:
 
 @contextmanager
 def _kernels(mod: ModuleType | None) -> Iterator[None]:
-    """Run `facts` with the C kernels `mod` (None: the Python definitions)."""
-    names = vars(facts)
-    saved = names["_C"]
-    names["_C"] = mod
+    """Run `facts` and `tokens` with the C kernels `mod` (None: the Python definitions)."""
+    saved = [(vars(m), vars(m)["_C"]) for m in (facts, tokens)]
+    for names, _ in saved:
+        names["_C"] = mod
     try:
         yield
     finally:
-        names["_C"] = saved
+        for names, old in saved:
+            names["_C"] = old
 
 
 def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
@@ -158,11 +160,12 @@ def test_reach(native: ModuleType, units: list[str], need: float) -> None:
 @FEW
 @given(texts)
 def test_fact_tokens_are_the_findall_matches(native: ModuleType, text: str) -> None:
-    got = native.fact_tokens(text)
-    if text.isascii():
-        assert list(got) == list(set(FACT_TOKEN.findall(text)))
-    else:
-        assert got is None
+    """In findall's order, whatever the text: ASCII lines by the C, the others by findall."""
+    got = native.fact_tokens(text, FACT_TOKEN.findall)
+    assert list(got) == list(set(FACT_TOKEN.findall(text)))
+    mixed = f"{text}\n… é {text}\n{text}"
+    got = native.fact_tokens(mixed, FACT_TOKEN.findall)
+    assert list(got) == list(set(FACT_TOKEN.findall(mixed)))
     marked = f"{text}\n{note(12, '', 'toolu_1')}\n{text}"
     _same(native, lambda: facts.fact_tokens(text))
     _same(native, lambda: facts.fact_tokens(marked))
@@ -219,15 +222,17 @@ _EDGES = (
 def test_the_edges_of_each_pattern(native: ModuleType, edge: str) -> None:
     for unit in (edge, f" {edge} ", f"{edge}\n{edge}", f"a{edge}b", f"({edge}."):
         assert native.fact_score(unit) == _matched(unit), unit
-        assert list(native.fact_tokens(unit)) == list(set(FACT_TOKEN.findall(unit))), unit
+        found = native.fact_tokens(unit, FACT_TOKEN.findall)
+        assert list(found) == list(set(FACT_TOKEN.findall(unit))), unit
 
 
 def test_known_scores_and_tokens(native: ModuleType) -> None:
     unit = "HTTP/1.1 404 not found at /a/b/c.py 1.2.3 deadbeef1 10.0.0.1 pid=3 5ms 12345 order #x"
     assert native.fact_score(unit) == _matched(unit) == 11
     text = "a C:/x y /a/b/ deadbeef1 1.2,3:4x"
-    assert native.fact_tokens(text) == {"C:/x", "/a/b", "deadbeef1", "1.2,3"}
-    assert native.fact_tokens("é 1.2") is None
+    assert native.fact_tokens(text, FACT_TOKEN.findall) == {"C:/x", "/a/b", "deadbeef1", "1.2,3"}
+    assert native.fact_tokens("é 12\nx 1.2", FACT_TOKEN.findall) == {"12", "1.2"}
+    assert native.fact_tokens("é 12\nx 1.2", lambda line: ["seen"]) == {"seen", "1.2"}
     assert native.fact_score("✖ failed") == -1
     with _kernels(native):
         assert facts.fact_score("✖ failed") == 2
@@ -237,9 +242,24 @@ def test_bad_types_raise_type_error(native: ModuleType) -> None:
     calls: list[Callable[[], object]] = [
         lambda: native.fact_score(1),
         lambda: native.fact_scores(["ok", b"bytes"]),
-        lambda: native.fact_tokens(None),
+        lambda: native.fact_tokens(None, FACT_TOKEN.findall),
+        lambda: native.fact_tokens("x", None),
+        lambda: native.estimate_tokens(b"x"),
         lambda: native.unit_spans(b"x"),
     ]
     for call in calls:
         with pytest.raises(TypeError):
             call()
+
+
+_ESTIMATE_PIECES = st.sampled_from(
+    ["a", "Ab", "abcdef", "abcdefg", "x" * 13, "y" * 40, "1", "12", "12345", " ", "\t", "\n",
+     "\x1c", "\x85", "\xa0", "é", "日本", "🙂", "\ud800", "_", "-", ".", "{}", "ſ", "K"]
+)  # fmt: skip
+
+
+@FEW
+@given(st.one_of(st.lists(_ESTIMATE_PIECES, max_size=40).map("".join), st.text(max_size=80)))
+def test_estimate_tokens(native: ModuleType, text: str) -> None:
+    """Every count and every float addition of the byte-level Python, code point by code point."""
+    _same(native, lambda: tokens.estimate_tokens(text))
