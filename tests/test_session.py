@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from factrail.policy.trigger import lines
 from factrail.session import (
     CompactorConfig,
     SessionCompactor,
+    _CollectorPause,
     rearm_gap,
     session_key,
     trigger_for,
@@ -397,3 +399,21 @@ async def test_analyses_are_kept_for_the_most_recent_sessions_only() -> None:
     assert c._take_analysis("a") is None
     assert c._take_analysis("b") is not None
     assert c._take_analysis("c") is not None
+
+
+def test_the_collector_pause_nests_and_restores_what_it_found() -> None:
+    pause = _CollectorPause()
+    assert gc.isenabled()
+    with pause():
+        assert not gc.isenabled()
+        with pause():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pause():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
