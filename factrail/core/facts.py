@@ -87,6 +87,11 @@ def _has_mark(text: str) -> bool:
     return "[factrail omitted " in text or "compaction truncated " in text
 
 
+def _is_mark(line: str) -> bool:
+    """`is_mark_line`, skipping its regexes on the lines that hold neither mark phrase."""
+    return _has_mark(line) and is_mark_line(line)
+
+
 def _part_spans(part: str, at: int, out: list[tuple[int, int, bool]]) -> None:
     """The units of one stripped-to-be piece of a line starting at offset `at` (see `units`)."""
     stripped = part.strip()
@@ -125,7 +130,7 @@ def unit_spans(text: str) -> list[tuple[int, int, bool]]:
     out: list[tuple[int, int, bool]] = []
     pos = 0
     for line in text.split("\n"):
-        if not (marked and is_mark_line(line)):
+        if not (marked and _is_mark(line)):
             if "\\n" in line:
                 at = pos
                 for part in line.split("\\n"):
@@ -478,7 +483,7 @@ def facts_reach(
 def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
     if _has_mark(text):
-        text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
+        text = "\n".join(line for line in text.split("\n") if not _is_mark(line))
     if _C is not None:
         return _C.fact_tokens(text, FACT_TOKEN.findall)
     return set(FACT_TOKEN.findall(text))

@@ -13,6 +13,7 @@ from factrail.core.facts import (
     FACT_TOKEN_DEFINITION,
     FactScores,
     TokenSets,
+    _is_mark,
     fact_lines,
     fact_score,
     fact_tokens,
@@ -28,7 +29,7 @@ from factrail.core.facts import (
     units,
     units_holding,
 )
-from factrail.core.marks import full_output_phrase
+from factrail.core.marks import RERUN_DETAIL, full_output_phrase, is_mark_line, note
 
 
 def test_units_split_lines_escaped_newlines_and_long_lines() -> None:
@@ -267,3 +268,15 @@ def test_digit_folded_units_score_alike(us: list[str]) -> None:
     memo = FactScores()
     assert memo.many(us) == [fact_score(u) for u in us]
     assert [memo(u) for u in reversed(us)] == [fact_score(u) for u in reversed(us)]
+
+
+_MARK_PIECES = st.sampled_from(
+    [note(12, "", "toolu_1"), note(3, RERUN_DETAIL, "x"), "[factrail omitted ",
+     "[factrail omitted 5 chars", "[jev-compaction truncated ", "compaction truncated ", "]", " ",
+     "x", "\r"]
+)  # fmt: skip
+
+
+@given(st.lists(_MARK_PIECES, max_size=5).map("".join))
+def test_the_mark_prefilter_agrees_with_is_mark_line(line: str) -> None:
+    assert _is_mark(line) == is_mark_line(line)
