@@ -531,6 +531,7 @@ class SessionCompactor:
         if self.outputs is None or not self.config.save_outputs:
             return {}
         swapped: dict[str, str] = {}
+        notes: dict[str, str] = {}
         for tool_use_id, text in changed.items():
             original = originals.get(tool_use_id)
             if original is None or is_compacted(original):
@@ -541,14 +542,15 @@ class SessionCompactor:
             note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
             if len(note) >= len(original):
                 swapped[tool_use_id] = original
-                continue
-            try:
-                saved = self.outputs.save(session, tool_use_id, original)
-            except OSError:
-                continue
-            swapped[tool_use_id] = note
+            else:
+                notes[tool_use_id] = note
+        saved = self.outputs.save_all(session, [(i, originals[i]) for i in notes])
+        for tool_use_id, got in saved.items():
+            if isinstance(got, OSError):
+                continue  # its note keeps naming the call, as before any save
+            swapped[tool_use_id] = notes[tool_use_id]
             result.saved += 1
-            for family, n in saved.redactions.items():
+            for family, n in got.redactions.items():
                 result.redactions[family] = result.redactions.get(family, 0) + n
         if swapped:
             for m in messages:

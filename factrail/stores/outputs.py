@@ -126,17 +126,37 @@ class OutputStore:
 
         Raises OSError when the file cannot be written (the caller then keeps its note as is).
         """
-        redacted = redact(text, self._known)
-        data, truncated = cap_bytes(redacted.text)
-        path = self.path_for(session, tool_use_id)
-        ensure_private_dir(self.root)
-        ensure_private_dir(path.parent)
-        if already_saved(path, data):
-            os.utime(path)  # saved again now: the expiry counts from here
-        else:
-            write_private(path, data)
-        oid = output_id(session, tool_use_id)
-        return SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
+        got = self.save_all(session, [(tool_use_id, text)])[tool_use_id]
+        if isinstance(got, OSError):
+            raise got
+        return got
+
+    def save_all(
+        self, session: str, outputs: Sequence[tuple[str, str]]
+    ) -> dict[str, SavedOutput | OSError]:
+        """`save` of each `(tool_use_id, text)` of one session, the folders made private once:
+        what was saved, or the error that kept it from being saved, by id."""
+        out: dict[str, SavedOutput | OSError] = {}
+        try:
+            ensure_private_dir(self.root)
+            ensure_private_dir(self.root / sanitise_name(session))
+        except OSError as e:
+            return {tool_use_id: e for tool_use_id, _ in outputs}
+        for tool_use_id, text in outputs:
+            redacted = redact(text, self._known)
+            data, truncated = cap_bytes(redacted.text)
+            path = self.path_for(session, tool_use_id)
+            try:
+                if already_saved(path, data):
+                    os.utime(path)  # saved again now: the expiry counts from here
+                else:
+                    write_private(path, data)
+            except OSError as e:
+                out[tool_use_id] = e
+                continue
+            oid = output_id(session, tool_use_id)
+            out[tool_use_id] = SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
+        return out
 
     def get(self, output_id: str) -> str | None:
         """The saved text for a well-formed output id, or None (bad id, missing, unreadable)."""

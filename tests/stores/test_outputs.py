@@ -12,6 +12,7 @@ from factrail.stores.outputs import (
     CAP_BYTES,
     DAY_SECONDS,
     OutputStore,
+    SavedOutput,
     cap_bytes,
     default_output_store,
     output_id,
@@ -201,3 +202,14 @@ def test_saving_the_same_output_again_keeps_the_file_and_refreshes_its_age(
     assert again.path.stat().st_mtime > 1_000_000
     other = store.save("s", "t", "another body")
     assert other.path.read_text() == "another body"
+
+
+def test_save_all_saves_the_rest_when_one_cannot_be_written(store: OutputStore) -> None:
+    blocked = store.path_for("s", "bad")
+    blocked.mkdir(parents=True)  # a folder where the file should go
+    got = store.save_all("s", [("a", "first"), ("bad", "second"), ("c", "third")])
+    assert isinstance(got["bad"], OSError)
+    saved = [got["a"], got["c"]]
+    assert all(isinstance(x, SavedOutput) for x in saved)
+    assert [x.path.read_text() for x in saved if isinstance(x, SavedOutput)] == ["first", "third"]
+    assert mode(store.root / "s") == 0o700
