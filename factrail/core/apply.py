@@ -293,9 +293,11 @@ class _Engine:
         return None
 
     def prepare(self, text: str, is_error: bool, tool_use_id: str) -> None:
-        """Learn what every rail kind of one result needs before any values are known."""
+        """Learn what every rail kind of one result needs before any values are known (its
+        re-run note is learnt last: a result with one was prepared already)."""
+        if (text, tool_use_id) in self.memo.notes:
+            return
         self.facts_of(_Render(text, 0))
-        self.note(text, tool_use_id)
         for kind in range(1, len(TIERS)):
             stub = self.layout(text, is_error, kind)
             if stub is not None and self.selection.value:
@@ -304,6 +306,7 @@ class _Engine:
                 token_values(
                     text, _NO_CONTEXT, wanted, self.memo.own, self.scan_of(text).occurrences
                 )
+        self.note(text, tool_use_id)
 
 
 def _tokens_of(
