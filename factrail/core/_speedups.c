@@ -940,6 +940,14 @@ fail:
 
 /* ---- aligned key occurrences (KeyScanner._scan) --------------------------------------- */
 
+/* Whether no alphanumeric char touches s[start:last + 1] on either side. */
+static inline int
+aligned(const Text *s, Py_ssize_t start, Py_ssize_t last)
+{
+    return (start == 0 || !Py_UNICODE_ISALNUM(PyUnicode_READ(s->kind, s->data, start - 1))) &&
+           (last + 1 == s->n || !Py_UNICODE_ISALNUM(PyUnicode_READ(s->kind, s->data, last + 1)));
+}
+
 /* align_scan(found, joined, ends, outs, bare): add each key of the (last, key) pairs `found`
  * yields that sits aligned in `joined` to the set of the text it lies in. */
 static PyObject *
@@ -957,7 +965,6 @@ sp_align_scan(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "ends and outs must be lists, bare a set");
         return NULL;
     }
-    const Py_ssize_t n = s.n;
     const int any_bare = PySet_GET_SIZE(bare) > 0;
     Py_ssize_t i = 0, texts = PyList_GET_SIZE(ends);
     if (texts == 0 || PyList_GET_SIZE(outs) < texts) {
@@ -997,10 +1004,7 @@ sp_align_scan(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
         if (rc < 0)
             goto fail;
         if (rc == 0) {
-            Py_ssize_t start = last - PyUnicode_GET_LENGTH(key) + 1;
-            if ((start == 0 || !Py_UNICODE_ISALNUM(PyUnicode_READ(s.kind, s.data, start - 1))) &&
-                (last + 1 == n || !Py_UNICODE_ISALNUM(PyUnicode_READ(s.kind, s.data, last + 1))) &&
-                PySet_Add(out, key) < 0)
+            if (aligned(&s, last - PyUnicode_GET_LENGTH(key) + 1, last) && PySet_Add(out, key) < 0)
                 goto fail;
         }
         Py_DECREF(pair);
@@ -1013,6 +1017,372 @@ fail:
     Py_DECREF(pair);
     Py_DECREF(it);
     return NULL;
+}
+
+/* ---- pooled candidate tokens (value.KeyScanner.merged) ---------------------------------- */
+
+typedef struct {
+    Py_ssize_t rank;
+    PyObject *key;
+} Ranked;
+
+static int
+by_rank(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Ranked *)a)->rank, y = ((const Ranked *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* Whether every key of `keys` (a set) is in the frozenset `tokens`: 1, 0 or -1. */
+static int
+all_in(PyObject *keys, PyObject *tokens)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key;
+    Py_hash_t hash;
+    while (_PySet_NextEntry(keys, &pos, &key, &hash)) {
+        int rc = PySet_Contains(tokens, key);
+        if (rc <= 0)
+            return rc;
+    }
+    return 1;
+}
+
+/* `unit_tokens` of `_merged` for one unit: `*unit` (a new reference to frozenset(held)) becomes
+ * `unit | set(kept)` when the found keys add a valued one, the kept keys in `*rank`'s order
+ * (the value map's, built on first use). */
+static int
+merge_unit(PyObject **unit, PyObject *found, PyObject *values, PyObject **rank)
+{
+    if (PySet_GET_SIZE(found) == 0)
+        return 0;
+    int rc = all_in(found, *unit);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    Ranked *kept = PyMem_New(Ranked, PySet_GET_SIZE(found));
+    if (kept == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = 0, pos = 0;
+    PyObject *key, *more = NULL, *grown = NULL;
+    Py_hash_t hash;
+    int novel = 0;
+    while (_PySet_NextEntry(found, &pos, &key, &hash)) {
+        rc = PySequence_Contains(values, key);
+        if (rc > 0) {
+            kept[n].rank = 0;
+            kept[n++].key = key;
+            rc = PySet_Contains(*unit, key);
+            novel = novel || rc == 0;
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    if (!novel) {
+        PyMem_Free(kept);
+        return 0;
+    }
+    if (n > 1) {
+        if (*rank == NULL) {
+            PyObject *it = PyObject_GetIter(values), *t;
+            if (it == NULL || (*rank = PyDict_New()) == NULL) {
+                Py_XDECREF(it);
+                goto fail;
+            }
+            for (Py_ssize_t r = 0; (t = PyIter_Next(it)) != NULL; r++) {
+                PyObject *at = PyLong_FromSsize_t(r);
+                rc = at == NULL ? -1 : PyDict_SetItem(*rank, t, at);
+                Py_XDECREF(at);
+                Py_DECREF(t);
+                if (rc < 0)
+                    break;
+            }
+            Py_DECREF(it);
+            if (PyErr_Occurred())
+                goto fail;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *at = PyDict_GetItemWithError(*rank, kept[k].key);
+            if (at == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, kept[k].key);
+                goto fail;
+            }
+            kept[k].rank = PyLong_AsSsize_t(at);
+            if (kept[k].rank == -1 && PyErr_Occurred())
+                goto fail;
+        }
+        qsort(kept, (size_t)n, sizeof(Ranked), by_rank);
+    }
+    more = PySet_New(NULL);
+    if (more == NULL)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PySet_Add(more, kept[k].key) < 0)
+            goto fail;
+    grown = PyNumber_InPlaceOr(*unit, more);
+    if (grown == NULL)
+        goto fail;
+    Py_SETREF(*unit, grown);
+    Py_DECREF(more);
+    PyMem_Free(kept);
+    return 0;
+fail:
+    Py_XDECREF(more);
+    PyMem_Free(kept);
+    return -1;
+}
+
+/* merge_found(found, joined, ends, bare, own, values): `_merged(own, extra, values)` where
+ * extra[j] holds the keys of the (last, key) pairs `found` yields that sit aligned in text j of
+ * `joined` (as align_scan adds them); a text's found keys never become a set of their own. */
+static PyObject *
+sp_merge_found(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "merge_found(found, joined, ends, bare, own, values)");
+        return NULL;
+    }
+    PyObject *ends = args[2], *bare = args[3], *values = args[5];
+    Text s;
+    if (text_init(&s, args[1]) < 0)
+        return NULL;
+    if (!PyList_Check(ends) || !PyAnySet_Check(bare)) {
+        PyErr_SetString(PyExc_TypeError, "ends must be a list, bare a set");
+        return NULL;
+    }
+    PyObject *own = PySequence_Fast(args[4], "own must be a sequence");
+    if (own == NULL)
+        return NULL;
+    const Py_ssize_t n = s.n, texts = PySequence_Fast_GET_SIZE(own);
+    const int any_bare = PySet_GET_SIZE(bare) > 0;
+    PyObject *it = NULL, *pair = NULL, *found = NULL, *rank = NULL, *out = NULL;
+    if (PyList_GET_SIZE(ends) != texts) {
+        PyErr_SetString(PyExc_ValueError, "one end per text");
+        goto fail;
+    }
+    if ((it = PyObject_GetIter(args[0])) == NULL || (found = PySet_New(NULL)) == NULL ||
+        (out = PyList_New(texts)) == NULL)
+        goto fail;
+    Py_ssize_t last = -1;
+    PyObject *key = NULL;
+    for (Py_ssize_t j = 0; j < texts; j++) {
+        Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(ends, j));
+        if ((limit == -1 && PyErr_Occurred()) || PySet_Clear(found) < 0)
+            goto fail;
+        for (;;) {
+            if (pair == NULL) {
+                if ((pair = PyIter_Next(it)) == NULL) {
+                    if (PyErr_Occurred())
+                        goto fail;
+                    break;
+                }
+                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                    !PyUnicode_Check(PyTuple_GET_ITEM(pair, 1))) {
+                    PyErr_SetString(PyExc_TypeError, "found yields (last, key) pairs");
+                    goto fail;
+                }
+                last = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+                key = PyTuple_GET_ITEM(pair, 1);
+                if (last == -1 && PyErr_Occurred())
+                    goto fail;
+                if (last >= n || last - PyUnicode_GET_LENGTH(key) + 1 < 0) {
+                    PyErr_SetString(PyExc_IndexError, "string index out of range");
+                    goto fail;
+                }
+            }
+            if (last >= limit)
+                break;
+            int rc = PySet_Contains(found, key);
+            if (rc == 0 && any_bare)
+                rc = PySet_Contains(bare, key);
+            if (rc < 0)
+                goto fail;
+            if (rc == 0) {
+                if (aligned(&s, last - PyUnicode_GET_LENGTH(key) + 1, last) &&
+                    PySet_Add(found, key) < 0)
+                    goto fail;
+            }
+            Py_CLEAR(pair);
+        }
+        PyObject *held = PySequence_Fast_GET_ITEM(own, j), *unit;
+        if (PyFrozenSet_CheckExact(held)) {
+            Py_INCREF(held);
+            unit = held;
+        }
+        else if ((unit = PyFrozenSet_New(held)) == NULL)
+            goto fail;
+        if (merge_unit(&unit, found, values, &rank) < 0) {
+            Py_DECREF(unit);
+            goto fail;
+        }
+        PyList_SET_ITEM(out, j, unit);
+    }
+    if (pair != NULL) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(pair);
+    Py_XDECREF(it);
+    Py_XDECREF(found);
+    Py_XDECREF(rank);
+    Py_DECREF(own);
+    return out;
+}
+
+/* ---- a middle's fact ranking and its keys (value._ranked, KeyScanner.__init__) ------------ */
+
+typedef struct {
+    long long score;
+    Py_ssize_t i;
+} Scored;
+
+/* Best score first, ties in text order (sorted by (-score, index)). */
+static int
+by_score(const void *a, const void *b)
+{
+    const Scored *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score < y->score ? 1 : -1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* rank_units(units, scores) -> (ranked, least), or None when a score does not fit a C long
+ * long (the Python ranks those). */
+static PyObject *
+sp_rank_units(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "rank_units(units, scores)");
+        return NULL;
+    }
+    PyObject *units = PySequence_Fast(args[0], "units must be a sequence");
+    if (units == NULL)
+        return NULL;
+    PyObject *scores = PySequence_Fast(args[1], "scores must be a sequence");
+    PyObject *first = NULL, *ranked = NULL, *least = NULL, *out = NULL;
+    Scored *order = NULL;
+    if (scores == NULL)
+        goto done;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(units), m = 0;
+    if (PySequence_Fast_GET_SIZE(scores) != n) {
+        PyErr_SetString(PyExc_ValueError, "zip() arguments differ in length");
+        goto done;
+    }
+    order = PyMem_New(Scored, n > 0 ? n : 1);
+    if (order == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int overflow;
+        long long s = PyLong_AsLongLongAndOverflow(PySequence_Fast_GET_ITEM(scores, i), &overflow);
+        if (s == -1 && PyErr_Occurred())
+            goto done;
+        if (overflow) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (s > 0) {
+            order[m].score = s;
+            order[m++].i = i;
+        }
+    }
+    qsort(order, (size_t)m, sizeof(Scored), by_score);
+    if ((first = PyDict_New()) == NULL)
+        goto done;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *u = PySequence_Fast_GET_ITEM(units, order[k].i);
+        int seen = PyDict_Contains(first, u);
+        if (seen < 0)
+            goto done;
+        if (!seen) {
+            PyObject *at = PyLong_FromSsize_t(order[k].i);
+            int rc = at == NULL ? -1 : PyDict_SetItem(first, u, at);
+            Py_XDECREF(at);
+            if (rc < 0)
+                goto done;
+        }
+    }
+    Py_ssize_t r = PyDict_GET_SIZE(first), pos = 0, k = 0;
+    if ((ranked = PyList_New(r)) == NULL || (least = PyList_New(r)) == NULL)
+        goto done;
+    PyObject *u, *at;
+    while (PyDict_Next(first, &pos, &u, &at)) {
+        PyObject *pair = PyTuple_Pack(2, u, at);
+        if (pair == NULL)
+            goto done;
+        PyList_SET_ITEM(ranked, k++, pair);
+    }
+    long long cheapest = 1LL << 62;
+    for (k = r - 1; k >= 0; k--) {
+        Py_ssize_t len = PyObject_Length(PyTuple_GET_ITEM(PyList_GET_ITEM(ranked, k), 0));
+        if (len < 0)
+            goto done;
+        if ((long long)len + 1 < cheapest)
+            cheapest = (long long)len + 1;
+        PyObject *c = PyLong_FromLongLong(cheapest);
+        if (c == NULL)
+            goto done;
+        PyList_SET_ITEM(least, k, c);
+    }
+    out = PyTuple_Pack(2, ranked, least);
+done:
+    PyMem_Free(order);
+    Py_XDECREF(first);
+    Py_XDECREF(ranked);
+    Py_XDECREF(least);
+    Py_XDECREF(scores);
+    Py_DECREF(units);
+    return out;
+}
+
+/* add_keys(keys, add_word) -> (bare, joinable): add_word(k, k) for every non-empty key, the
+ * keys without an alphanumeric char (in order), and whether no key holds a NUL. */
+static PyObject *
+sp_add_keys(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_keys(keys, add_word)");
+        return NULL;
+    }
+    PyObject *it = PyObject_GetIter(args[0]), *key = NULL, *bare = NULL, *out = NULL;
+    if (it == NULL || (bare = PySet_New(NULL)) == NULL)
+        goto done;
+    int joinable = 1;
+    while ((key = PyIter_Next(it)) != NULL) {
+        Text s;
+        if (text_init(&s, key) < 0)
+            goto done;
+        if (s.n > 0) {
+            PyObject *call[2] = {key, key};
+            PyObject *rc = PyObject_Vectorcall(args[1], call, 2, NULL);
+            if (rc == NULL)
+                goto done;
+            Py_DECREF(rc);
+            int alnum = 0;
+            for (Py_ssize_t k = 0; k < s.n; k++) {
+                Py_UCS4 c = PyUnicode_READ(s.kind, s.data, k);
+                joinable = joinable && c != 0;
+                alnum = alnum || Py_UNICODE_ISALNUM(c);
+            }
+            if (!alnum && PySet_Add(bare, key) < 0)
+                goto done;
+        }
+        Py_CLEAR(key);
+    }
+    if (!PyErr_Occurred())
+        out = Py_BuildValue("(OO)", bare, joinable ? Py_True : Py_False);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(bare);
+    Py_XDECREF(it);
+    return out;
 }
 
 /* ---- fact patterns on ASCII text (facts.PATTERNS, FACT_TOKEN) ------------------------------
@@ -1374,6 +1744,76 @@ sp_fact_scores(PyObject *Py_UNUSED(mod), PyObject *units)
         if (v == NULL)
             goto fail;
         PyList_SET_ITEM(out, i, v);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* ---- error lines (value._ERROR_PIECE) -------------------------------------------------------
+ * `error|failed|exception|traceback|denied|not found|timed out` under IGNORECASE, anywhere in
+ * the unit: on ASCII text that is ASCII case folding; other units go to the regex. */
+
+static const char *const ERROR_PIECES[] = {"error",     "failed", "exception", "traceback",
+                                           "denied",    "not found", "timed out"};
+
+static int
+has_error_piece(const unsigned char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = lower(s[i]);
+        if (c != 'e' && c != 'f' && c != 't' && c != 'd' && c != 'n')
+            continue;
+        for (size_t k = 0; k < sizeof(ERROR_PIECES) / sizeof(ERROR_PIECES[0]); k++) {
+            const char *w = ERROR_PIECES[k];
+            Py_ssize_t len = (Py_ssize_t)strlen(w);
+            if ((unsigned char)w[0] == c && len <= n - i && ci_equal(s + i, len, w))
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* error_units(units, search): the indexes of the units holding an error piece, in order;
+ * `search` (_ERROR_PIECE.search) decides the non-ASCII ones. */
+static PyObject *
+sp_error_units(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "error_units(units, search)");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "units must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *unit = PySequence_Fast_GET_ITEM(seq, i);
+        int hit;
+        if (!PyUnicode_Check(unit)) {
+            PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(unit)->tp_name);
+            goto fail;
+        }
+        if (PyUnicode_READY(unit) < 0)
+            goto fail;
+        if (PyUnicode_IS_ASCII(unit))
+            hit = has_error_piece(PyUnicode_1BYTE_DATA(unit), PyUnicode_GET_LENGTH(unit));
+        else {
+            PyObject *m = PyObject_CallOneArg(args[1], unit);
+            if (m == NULL)
+                goto fail;
+            hit = PyObject_IsTrue(m);
+            Py_DECREF(m);
+            if (hit < 0)
+                goto fail;
+        }
+        if (hit && append_index(out, i) < 0)
+            goto fail;
     }
     Py_DECREF(seq);
     return out;
@@ -1764,9 +2204,17 @@ static PyMethodDef methods[] = {
      "The loop of value.token_values."},
     {"align_scan", (PyCFunction)(void (*)(void))sp_align_scan, METH_FASTCALL,
      "The alignment loop of value.KeyScanner._scan."},
+    {"merge_found", (PyCFunction)(void (*)(void))sp_merge_found, METH_FASTCALL,
+     "value.KeyScanner.merged: the aligned keys found per text merged into its tokens."},
+    {"rank_units", (PyCFunction)(void (*)(void))sp_rank_units, METH_FASTCALL,
+     "value._ranked(units, scores)."},
+    {"add_keys", (PyCFunction)(void (*)(void))sp_add_keys, METH_FASTCALL,
+     "The key loop of value.KeyScanner.__init__."},
     {"fact_score", sp_fact_score, METH_O,
      "facts.fact_score of an ASCII unit, -1 for any other."},
     {"fact_scores", sp_fact_scores, METH_O, "fact_score of every unit."},
+    {"error_units", (PyCFunction)(void (*)(void))sp_error_units, METH_FASTCALL,
+     "value._error_units(units) given _ERROR_PIECE.search."},
     {"fact_tokens", (PyCFunction)(void (*)(void))sp_fact_tokens, METH_FASTCALL,
      "set(findall(text)) for findall = facts.FACT_TOKEN.findall, in findall's order."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},

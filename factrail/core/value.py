@@ -343,6 +343,38 @@ def _span_tokens(
     return out
 
 
+def _ranked(units: Sequence[str], scores: Sequence[int]) -> tuple[list[tuple[str, int]], list[int]]:
+    """The units with a positive score, best first (ties in text order), each with its first
+    index in that order (a duplicate never changes a pick), and `least[k]`: the cheapest (len+1)
+    of those from k on."""
+    if _C is not None:
+        got = _C.rank_units(units, scores)
+        if got is not None:
+            return got
+    scored = [(s, i, u) for i, (s, u) in enumerate(zip(scores, units, strict=True)) if s > 0]
+    first: dict[str, int] = {}
+    for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
+        first.setdefault(u, i)
+    ranked = list(first.items())
+    least: list[int] = []
+    cheapest = 1 << 62
+    for u, _ in reversed(ranked):
+        cheapest = min(cheapest, len(u) + 1)
+        least.append(cheapest)
+    least.reverse()
+    return ranked, least
+
+
+def _error_units(units: Sequence[str]) -> list[int]:
+    """The indexes of the units `_ERROR_PIECE` finds a match in, in order."""
+    search = _ERROR_PIECE.search
+    if _C is not None:
+        return _C.error_units(units, search)
+    held = units_holding(units, _ERROR_NEEDLES)
+    maybe = range(len(units)) if held is None else sorted(held)
+    return [k for k in maybe if search(units[k])]
+
+
 class Middle:
     """A stub middle prepared once for `parts` at any budget: its distinct units, their fact
     ranking, error flags, tokens and cover worths under one value map."""
@@ -370,26 +402,8 @@ class Middle:
         self.units = distinct
         self.values = values
         self._at = {u: k for k, u in enumerate(distinct)}
-        scored = [
-            (s, i, u)
-            for i, (s, u) in enumerate(zip(scores_of(all_units, score), all_units, strict=True))
-            if s > 0
-        ]
-        ranked: dict[str, int] = {}  # a duplicate never changes a pick: keep its first rank
-        for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
-            ranked.setdefault(u, i)
-        self._ranked = list(ranked.items())
-        least: list[int] = []  # least[k]: the cheapest of the ranked units from k on
-        cheapest = 1 << 62
-        for u, _ in reversed(self._ranked):
-            cheapest = min(cheapest, len(u) + 1)
-            least.append(cheapest)
-        least.reverse()
-        self._least = least
-        search = _ERROR_PIECE.search
-        held = units_holding(distinct, _ERROR_NEEDLES)
-        maybe = range(len(distinct)) if held is None else sorted(held)
-        self._errors = [k for k in maybe if search(distinct[k])]
+        self._ranked, self._least = _ranked(all_units, scores_of(all_units, score))
+        self._errors = _error_units(distinct)
         if scan is None:
             self._tokens = token_sets(distinct, tokens)
         else:
@@ -479,16 +493,20 @@ class KeyScanner:
 
     def __init__(self, keys: Iterable[str]) -> None:
         auto = Automaton()
-        joinable = True
-        self._bare: set[str] = set()
+        self._bare: set[str]
         """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
-        for k in keys:
-            if not k:
-                continue
-            auto.add_word(k, k)
-            joinable = joinable and _SEP not in k
-            if _ALNUM.search(k) is None:
-                self._bare.add(k)
+        if _C is not None:
+            self._bare, joinable = _C.add_keys(keys, auto.add_word)
+        else:
+            self._bare = set()
+            joinable = True
+            for k in keys:
+                if not k:
+                    continue
+                auto.add_word(k, k)
+                joinable = joinable and _SEP not in k
+                if _ALNUM.search(k) is None:
+                    self._bare.add(k)
         self._auto: Automaton | None = None
         if len(auto):
             auto.make_automaton()
@@ -510,14 +528,19 @@ class KeyScanner:
             for out, text in zip(outs, texts, strict=True):
                 self._scan(text, [len(text)], [out])
             return outs
-        ends: list[int] = []
-        at = 0
-        for text in texts:
-            at += len(text)
-            ends.append(at)
-            at += 1
-        self._scan(_SEP.join(texts), ends, outs)
+        self._scan(_SEP.join(texts), _ends(texts), outs)
         return outs
+
+    def merged(
+        self, texts: Sequence[str], own: Sequence[AbstractSet[str]], values: Mapping[str, float]
+    ) -> list[AbstractSet[str]]:
+        """`_merged(own, self.found_each(texts), values)`; the C kernel scans and merges in one
+        pass, so a text's found keys never become a set of their own."""
+        auto = self._auto
+        if _C is None or auto is None or not self._joinable or not texts:
+            return _merged(own, self.found_each(texts), values)
+        joined = _SEP.join(texts)
+        return _C.merge_found(auto.iter(joined), joined, _ends(texts), self._bare, own, values)
 
     def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`
@@ -581,6 +604,42 @@ class KeyScanner:
         return out
 
 
+def _ends(texts: Sequence[str]) -> list[int]:
+    """Where each of `texts` ends in `_SEP.join(texts)`."""
+    ends: list[int] = []
+    at = 0
+    for text in texts:
+        at += len(text)
+        ends.append(at)
+        at += 1
+    return ends
+
+
+def _merged(
+    own: Sequence[AbstractSet[str]],
+    extra: Sequence[AbstractSet[str]] | None,
+    values: Mapping[str, float],
+) -> list[AbstractSet[str]]:
+    """Each unit's tokens (`own`) with the valued keys found aligned in it (`extra`) added, in
+    the value map's order (as `set.intersection` adds them): the tokens a pooled candidate
+    covers when containment counts."""
+    valued = values.keys()
+    rank: dict[str, int] | None = None
+    out: list[AbstractSet[str]] = []
+    for j, held in enumerate(own):
+        unit_tokens = frozenset(held)
+        found = extra[j] if extra is not None else None
+        if found and not found <= unit_tokens:  # else the union changes nothing
+            kept = [t for t in found if t in valued]
+            if not unit_tokens.issuperset(kept):
+                if len(kept) > 1:
+                    rank = rank or {t: r for r, t in enumerate(valued)}
+                    kept.sort(key=rank.__getitem__)
+                unit_tokens |= set(kept)
+        out.append(unit_tokens)
+    return out
+
+
 def pool(
     parts: Sequence[ValueParts],
     side: Sequence[str],
@@ -603,21 +662,10 @@ def pool(
     for n, p in enumerate(parts):
         rest = [p.units[k] for k in p.rest]
         own = [p.tokens[k] for k in p.rest] if p.tokens else token_sets(rest, tokens)
-        extra = index.found_each(rest) if index is not None else None
-        valued = p.values.keys()
-        rank: dict[str, int] | None = None
-        part_tokens: list[AbstractSet[str]] = []
-        for j, held in enumerate(own):
-            unit_tokens = frozenset(held)
-            found = extra[j] if extra is not None else None
-            if found and not found <= unit_tokens:  # else the union changes nothing
-                kept = [t for t in found if t in valued]
-                if not unit_tokens.issuperset(kept):
-                    if len(kept) > 1:  # in the value map's order, as `set.intersection` adds
-                        rank = rank or {t: r for r, t in enumerate(valued)}
-                        kept.sort(key=rank.__getitem__)
-                    unit_tokens |= set(kept)
-            part_tokens.append(unit_tokens)
+        if index is None:
+            part_tokens = _merged(own, None, p.values)
+        else:
+            part_tokens = index.merged(rest, own, p.values)
         part_chars = [len(u) for u in rest]
         first += _first_worths(part_tokens, part_chars, p.values)
         cand_tokens += part_tokens
