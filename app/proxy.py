@@ -162,6 +162,11 @@ class Gateway:
                 tokens_after=result.tokens_after if result else None,
                 ms=ms,
             )
+            if result is not None and result.after_answer is not None:
+                try:  # the analysis of this turn's results, now that the answer is out
+                    result.after_answer()
+                except Exception:
+                    log.warning("could not queue the turn's preparation", exc_info=True)
 
     async def _respond(
         self, request: Request, route: Route, start: float

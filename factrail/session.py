@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import hashlib
 import math
@@ -152,6 +153,10 @@ class TurnResult:
     compactions: int = 0
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
+    after_answer: Callable[[], None] | None = None
+    """Set when the turn's results are worth analysing ahead of the compaction turn: the caller
+    invokes it once the answer is sent (so the analysis never delays this answer); it queues the
+    work on the compactor's preparation thread and returns at once."""
 
 
 def by_prefix(model: str, table: Mapping[str, int]) -> int | None:
@@ -248,7 +253,7 @@ class SessionCompactor:
 
     def _prepare_later(self, session: str, messages: Sequence[Message]) -> None:
         """Queue `_prepare` on the preparation thread without waiting for it (skipped while the
-        queue is full: a preparation is only ever a head start)."""
+        queue is full: a preparation is only ever a head start). Needs a running event loop."""
         if len(self._preparing) >= MAX_QUEUED_PREPARATIONS:
             return
         job = asyncio.get_running_loop().run_in_executor(
@@ -317,7 +322,7 @@ class SessionCompactor:
                 with contextlib.suppress(Exception):
                     self.state.save(session, state)
             if trigger > 0 and cfg.prepare_share > 0 and tokens >= trigger * cfg.prepare_share:
-                self._prepare_later(session, work)
+                result.after_answer = functools.partial(self._prepare_later, session, work)
             return self._finish_without_compaction(result, doc, work, reapplied)
         return await self._compact(
             session, doc, work, reapplied, state, taint, result, ratio, transcript, extra_tokens

@@ -363,6 +363,9 @@ async def test_turns_below_the_trigger_prepare_the_compaction_turn(tmp_path: Pat
     before = await warm.compact("s", openai_chat.parse(wire[:-9]))
     assert before.outcome == "passthrough"
     assert before.tokens_before >= 20000
+    assert warm._take_analysis("s") is None  # nothing runs before the answer is sent
+    assert before.after_answer is not None
+    before.after_answer()
     await warm.settled()
     analysis = warm._take_analysis("s")
     assert analysis is not None and analysis.layouts
@@ -384,6 +387,7 @@ async def test_no_preparation_below_the_share_or_when_switched_off() -> None:
         c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
         result = await c.compact("s", openai_chat.parse(chat(turns)[:-9]))
         assert result.outcome == "passthrough"
+        assert result.after_answer is None
         await c.settled()
         assert c._take_analysis("s") is None
 
@@ -394,7 +398,9 @@ async def test_analyses_are_kept_for_the_most_recent_sessions_only() -> None:
     )
     c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
     for session in ("a", "b", "c"):
-        await c.compact(session, openai_chat.parse(chat(30)[:-9]))
+        result = await c.compact(session, openai_chat.parse(chat(30)[:-9]))
+        assert result.after_answer is not None
+        result.after_answer()
         await c.settled()
     assert c._take_analysis("a") is None
     assert c._take_analysis("b") is not None

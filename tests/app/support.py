@@ -29,6 +29,11 @@ class ScriptedCompactor:
     outcome: str = "compacted"
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     usage: list[tuple[str, int, int]] = field(default_factory=list)
+    answered: list[tuple[str, int]] = field(default_factory=list)
+    """`(session, upstream calls so far)` each time a passthrough turn's `after_answer` ran."""
+    upstream_calls: Any = None
+    """Something with a `call_count` (a respx route), read when `after_answer` runs."""
+    after_answer_fails: bool = False
 
     async def compact(
         self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
@@ -37,8 +42,19 @@ class ScriptedCompactor:
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":
+
+            def after_answer() -> None:
+                if self.after_answer_fails:
+                    raise RuntimeError("no thread for the preparation")
+                calls = self.upstream_calls.call_count if self.upstream_calls is not None else -1
+                self.answered.append((session, calls))
+
             return TurnResult(
-                "passthrough", tokens_before=500, tokens_after=500, estimated_sent=500
+                "passthrough",
+                tokens_before=500,
+                tokens_after=500,
+                estimated_sent=500,
+                after_answer=after_answer,
             )
         work = [m.copy() for m in doc.messages]
         for m in work:

@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import respx
 from fastapi.testclient import TestClient
 
@@ -176,6 +177,21 @@ def test_engine_exception_fails_open_with_the_exact_bytes(
     assert route.calls.last.request.content == body
     metrics = client.get("/metrics").text
     assert 'factrail_compaction_failures_total{reason="compact"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_turns_follow_up_runs_once_its_answer_is_out(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, fails: bool
+) -> None:
+    compactor.outcome = "passthrough"
+    compactor.after_answer_fails = fails
+    compactor.upstream_calls = router.post(CHAT).mock(return_value=ok_json())
+    r = client.post(
+        "/v1/chat/completions", content=chat_body(), headers={"x-factrail-session": "a"}
+    )
+    assert r.status_code == 200 and r.headers["x-factrail"] == "passthrough"
+    session = compactor.calls[0][0]
+    assert compactor.answered == ([] if fails else [(session, 1)])  # after the upstream answered
 
 
 def test_small_bodies_take_the_fast_path(
