@@ -6,8 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -16,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import facts, kernels, value
+from factrail.core import kernels, value
 from factrail.core.facts import TokenScan, token_scan, toks, toks_each, unit_spans
 from factrail.core.value import KeyScanner, ValueContext
+from tests.core.kernel_switch import kernels_set
 
 FEW = settings(max_examples=60, deadline=None)
 
@@ -33,31 +33,11 @@ texts = st.lists(
 ).map("".join)
 
 
-@pytest.fixture(scope="module")
-def native() -> ModuleType:
-    mod: ModuleType = pytest.importorskip("factrail.core._speedups")
-    return mod
-
-
-@contextmanager
-def _kernels(mod: ModuleType | None) -> Iterator[None]:
-    """Run the engine with the C kernels `mod` (None: the Python definitions)."""
-    switches = ((vars(facts), "_C"), (vars(value), "_C"), (vars(value), "_CSUM"))
-    saved = [names[name] for names, name in switches]
-    for names, name in switches:
-        names[name] = mod
-    try:
-        yield
-    finally:
-        for (names, name), was in zip(switches, saved, strict=True):
-            names[name] = was
-
-
 def _both(native: ModuleType, call: Callable[[], Any]) -> tuple[Any, Any]:
     """`call()` under the Python definitions, then under the C kernels."""
-    with _kernels(None):
+    with kernels_set(None):
         py = call()
-    with _kernels(native):
+    with kernels_set(native):
         c = call()
     return py, c
 

@@ -4,8 +4,7 @@ the Python then scores, and `fact_tokens` hands non-ASCII lines to `findall`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from factrail.core import facts, tokens
 from factrail.core.facts import FACT_TOKEN, PATTERNS, FactScores
 from factrail.core.marks import note
+from tests.core.kernel_switch import kernels_set
 
 FEW = settings(max_examples=400, deadline=None)
 LISTS = settings(max_examples=100, deadline=None)
@@ -89,31 +89,12 @@ texts = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def native() -> ModuleType:
-    mod: ModuleType = pytest.importorskip("factrail.core._speedups")
-    return mod
-
-
-@contextmanager
-def _kernels(mod: ModuleType | None) -> Iterator[None]:
-    """Run `facts` and `tokens` with the C kernels `mod` (None: the Python definitions)."""
-    saved = [(vars(m), vars(m)["_C"]) for m in (facts, tokens)]
-    for names, _ in saved:
-        names["_C"] = mod
-    try:
-        yield
-    finally:
-        for names, old in saved:
-            names["_C"] = old
-
-
 def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
     """`call()` under the Python definitions equals `call()` under the C kernels (sets in the same
     iteration order)."""
-    with _kernels(None):
+    with kernels_set(None):
         py = call()
-    with _kernels(native):
+    with kernels_set(native):
         c = call()
     assert type(c) is type(py)
     if isinstance(py, set):
@@ -234,7 +215,7 @@ def test_known_scores_and_tokens(native: ModuleType) -> None:
     assert native.fact_tokens("é 12\nx 1.2", FACT_TOKEN.findall) == {"12", "1.2"}
     assert native.fact_tokens("é 12\nx 1.2", lambda line: ["seen"]) == {"seen", "1.2"}
     assert native.fact_score("✖ failed") == -1
-    with _kernels(native):
+    with kernels_set(native):
         assert facts.fact_score("✖ failed") == 2
 
 

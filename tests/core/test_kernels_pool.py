@@ -5,8 +5,7 @@ units)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -14,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import facts, value
+from factrail.core import value
 from factrail.core.facts import toks
 from factrail.core.value import KeyScanner, ValueParts
+from tests.core.kernel_switch import kernels_set
 
 FEW = settings(max_examples=300, deadline=None)
 
@@ -38,26 +38,6 @@ _unit = st.one_of(
 )
 
 
-@pytest.fixture(scope="module")
-def native() -> ModuleType:
-    mod: ModuleType = pytest.importorskip("factrail.core._speedups")
-    return mod
-
-
-@contextmanager
-def _kernels(mod: ModuleType | None) -> Iterator[None]:
-    """Run the engine with the C kernels `mod` (None: the Python definitions)."""
-    switches = ((vars(facts), "_C"), (vars(value), "_C"), (vars(value), "_CSUM"))
-    saved = [names[name] for names, name in switches]
-    for names, name in switches:
-        names[name] = mod
-    try:
-        yield
-    finally:
-        for (names, name), was in zip(switches, saved, strict=True):
-            names[name] = was
-
-
 def _exact(x: Any) -> Any:
     """A comparable image of `x` that tells iteration order and float bits apart."""
     if isinstance(x, float):
@@ -70,9 +50,9 @@ def _exact(x: Any) -> Any:
 
 
 def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
-    with _kernels(None):
+    with kernels_set(None):
         py = call()
-    with _kernels(native):
+    with kernels_set(native):
         c = call()
     assert _exact(c) == _exact(py)
     return c
@@ -108,7 +88,7 @@ def test_merged(
     own = [data.draw(_held(u)) for u in units]
     scanner = KeyScanner(keys | values.keys())
     got = _same(native, lambda: scanner.merged(units, own, values))
-    with _kernels(None):
+    with kernels_set(None):
         py = value._merged(own, scanner.found_each(units), values)
     assert got == py
     # a unit its found keys add nothing to keeps its frozenset itself, as `frozenset(held)` does
@@ -148,7 +128,7 @@ def test_a_key_holding_the_join_char_scans_each_text(native: ModuleType) -> None
     own = [frozenset(), frozenset({"ab"})]
     values = {"mod_a.py": 0.5, "ab": 0.25, "a\x00b": 0.75}
     scanner = KeyScanner(values)
-    with _kernels(native):
+    with kernels_set(native):
         got = scanner.merged(units, own, values)
     assert got == [{"a\x00b", "ab"}, {"ab", "mod_a.py"}]
 
