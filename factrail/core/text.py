@@ -1,4 +1,4 @@
-"""Small text helpers shared by the engine: compact JSON, truncation, abridging, lines."""
+"""Small text helpers shared by the engine: compact JSON, truncation, abridging, rounding."""
 
 from __future__ import annotations
 
@@ -32,11 +32,6 @@ def abridge(s: str, head: int, tail: int) -> str:
         return s
     omitted = len(s) - head - tail
     return f"{s[:head]}\n[… {omitted} chars omitted …]\n{s[len(s) - tail :]}"
-
-
-def split_lines(s: str) -> list[str]:
-    """Split on `\\n`, dropping one trailing `\\r` per line."""
-    return [line[:-1] if line.endswith("\r") else line for line in s.split("\n")]
 
 
 def round_half_away(x: float) -> int:
