@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     prepare_share: float = Field(default=0.5, ge=0.0, le=1.0)
     """Past this share of the trigger, turns below it analyse their new results in the
     background so the compaction turn is quicker; 0 turns it off."""
-    analysis_sessions: int = Field(default=16, ge=0)
+    analysis_sessions: int = Field(default=8, ge=0)
     """Sessions whose analyses are kept in memory (least recently used go first)."""
     context_windows: WindowMap = Field(default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS))
     """Overrides merged over `DEFAULT_CONTEXT_WINDOWS` (JSON object in the environment)."""

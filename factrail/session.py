@@ -123,7 +123,7 @@ class CompactorConfig:
     prepare_share: float = 0.5
     """Below the trigger but past this share of it, a turn's new results are analysed in the
     background while the upstream answers, so the compaction turn has less to do (0: never)."""
-    analysis_sessions: int = 16
+    analysis_sessions: int = 8
     """How many sessions' analyses are kept in memory (least recently used go first)."""
 
 
