@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import functools
+import gc
 import pstats
 import random
 import statistics
@@ -288,8 +289,16 @@ def main() -> None:
     parser.add_argument("--selection", choices=sorted(SELECTIONS), default="full")
     parser.add_argument("--corpus", type=Path, help="time the largest real sessions of a folder")
     parser.add_argument("--sessions", type=int, default=8, help="with --corpus: how many")
+    parser.add_argument(
+        "--gc-sessions",
+        default="",
+        help="e.g. 1,4,8,16: a full garbage collection's ms with that many 200k analyses kept",
+    )
     args = parser.parse_args()
     selection = SELECTIONS[args.selection]
+    if args.gc_sessions:
+        gc_table([int(n) for n in args.gc_sessions.split(",")])
+        return
     if args.corpus:
         corpus_table(args.corpus, args.sessions, args.runs, selection)
         return
@@ -317,6 +326,22 @@ def main() -> None:
             f"| {floor:.2f} "
             f"| {engine / floor:.0f}× | {got.tokens_after / got.tokens_before:.0%} |"
         )
+
+
+def gc_table(counts: list[int]) -> None:
+    """What the analyses a gateway keeps (one per session) cost the cyclic garbage collector:
+    the median ms of a full collection with `n` analyses of the 200k transcript alive."""
+    messages = transcript(200_000)
+    kept: list[Analysis] = []
+    print("| analyses kept | tracked objects | full collection ms |")
+    print("|---:|---:|---:|")
+    for n in [0, *counts]:
+        while len(kept) < n:
+            memo = Analysis()
+            prepare(messages, memo)
+            rules_path(messages, memo=memo)
+            kept.append(memo)
+        print(f"| {n} | {len(gc.get_objects()):,} | {median_ms(gc.collect, 5):.1f} |")
 
 
 def corpus_table(folder: Path, sessions: int, runs: int, selection: Selection) -> None:
