@@ -522,10 +522,12 @@ def prepare(
     *,
     head_chars: int = FACT_HEAD_CHARS,
     selection: Selection = Selection(),
+    between: Callable[[], object] = lambda: None,
 ) -> None:
     """Learn, into `memo`, what a later `apply` will need about every result not reduced yet
     (a session's proxy calls it on turns below the trigger, off the request's path), and forget
-    what no live result needs. Only new results cost anything."""
+    what no live result needs. Only new results cost anything; `between` runs after each one
+    (a background caller yields the interpreter there)."""
     engine = _Engine(head_chars, selection, memo)
     live: list[str] = []
     for m in messages:
@@ -533,6 +535,7 @@ def prepare(
             live.append(r.text)
             if not is_compacted(r.text):
                 engine.prepare(r.text, r.is_error, r.tool_use_id)
+                between()
     memo.retain(live)
 
 
