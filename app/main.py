@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -26,6 +27,11 @@ from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import data_root
 from factrail.stores.state import StateStore
+
+SWITCH_INTERVAL_S = 0.001
+"""How long a thread may hold the interpreter while another waits (Python's default is 5 ms): a
+compaction runs in a worker thread, and the requests served meanwhile need the interpreter for
+a few microseconds at a time."""
 
 log = logging.getLogger("factrail.app")
 
@@ -121,6 +127,7 @@ def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
     """Run the gateway with uvicorn (`factrail serve`)."""
     settings = Settings()
     configure_logging(settings.log_level)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     uvicorn.run(
         create_app(settings),
         host=host,
