@@ -130,6 +130,7 @@ def build_engine(
     judge: Judge,
     observe_judge: Callable[[float], None],
     decisions: DecisionLog | None = None,
+    observe_preparation: Callable[[str, float], None] | None = None,
 ) -> Engine:
     """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
     compactor = SessionCompactor(
@@ -138,6 +139,7 @@ def build_engine(
         outputs=outputs,
         judge=TimedJudge(judge, observe_judge),
         decisions=decisions,
+        observe_preparation=observe_preparation,
     )
     return Engine(
         compactor=compactor,

@@ -76,6 +76,7 @@ def default_engine(
         judge=judge,
         observe_judge=observe,
         decisions=decisions,
+        observe_preparation=metrics.record_preparation,
     )
 
 

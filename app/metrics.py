@@ -108,6 +108,18 @@ class Metrics:
         self.reapplied = Counter(
             p + "reapplied_results", "Tool results re-reduced from a stored plan.", registry=r
         )
+        self.preparations = Counter(
+            p + "preparations",
+            "Background analyses of a turn's results ahead of the compaction turn.",
+            ["outcome"],
+            registry=r,
+        )
+        self.preparation_seconds = Histogram(
+            p + "preparation_seconds",
+            "Duration of background analyses that ran (done or failed).",
+            buckets=COMPACTION_BUCKETS,
+            registry=r,
+        )
         self.session_compactions = Histogram(
             p + "session_compactions",
             "The session's compaction count, observed at each compaction.",
@@ -126,6 +138,12 @@ class Metrics:
             child = self.requests.labels(route, outcome, f"{status // 100}xx")
             self._request_counts[key] = child
         child.inc()
+
+    def record_preparation(self, outcome: str, seconds: float) -> None:
+        """One background preparation: `done`, `failed` or `skipped` (queue full)."""
+        self.preparations.labels(outcome).inc()
+        if outcome != "skipped":
+            self.preparation_seconds.observe(seconds)
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

@@ -212,7 +212,10 @@ class SessionCompactor:
         judge: Judge,
         decisions: DecisionLog | None = None,
         clock: Callable[[], float] = time.time,
+        observe_preparation: Callable[[str, float], None] | None = None,
     ) -> None:
+        """`observe_preparation(outcome, seconds)` hears of every background preparation:
+        `done`, `failed` or `skipped` (the queue was full)."""
         self.config = config
         self.state = state
         self.outputs = outputs
@@ -224,6 +227,7 @@ class SessionCompactor:
         self._analyses_lock = threading.Lock()
         self._preparing: set[asyncio.Future[None]] = set()
         self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="factrail-prepare")
+        self._observe_preparation = observe_preparation or (lambda outcome, seconds: None)
         """One thread: preparations queue behind each other, never in front of a compaction."""
 
     # -- what earlier turns learnt ----------------------------------------------------------
@@ -245,19 +249,23 @@ class SessionCompactor:
         analysis = self._take_analysis(session)
         if analysis is None:
             analysis = Analysis()
+        started = time.perf_counter()
         try:
             with _gc_paused():
                 # Sleeping 0 s after each result hands the interpreter to the threads serving
                 # requests, which would otherwise wait up to the 5 ms switch interval each time.
                 prepare(messages, analysis, head_chars=self.config.head_chars, between=_yield)
         except Exception:  # an analysis is only ever a head start: the compaction redoes it
+            self._observe_preparation("failed", time.perf_counter() - started)
             return
         self._keep_analysis(session, analysis)
+        self._observe_preparation("done", time.perf_counter() - started)
 
     def _prepare_later(self, session: str, messages: Sequence[Message]) -> None:
         """Queue `_prepare` on the preparation thread without waiting for it (skipped while the
         queue is full: a preparation is only ever a head start). Needs a running event loop."""
         if len(self._preparing) >= MAX_QUEUED_PREPARATIONS:
+            self._observe_preparation("skipped", 0.0)
             return
         job = asyncio.get_running_loop().run_in_executor(
             self._preparer, self._prepare, session, messages

@@ -423,3 +423,36 @@ def test_the_collector_pause_nests_and_restores_what_it_found() -> None:
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+async def test_preparations_are_observed_done_skipped_or_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard: list[tuple[str, float]] = []
+    config = CompactorConfig(trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0)
+    c = SessionCompactor(
+        config,
+        state=MemoryStateStore(),
+        outputs=None,
+        judge=RulesJudge(),
+        observe_preparation=lambda outcome, seconds: heard.append((outcome, seconds)),
+    )
+    turn = chat(30)[:-9]
+    for session in ("done", "skipped", "failed"):
+        result = await c.compact(session, openai_chat.parse(turn))
+        assert result.after_answer is not None
+        with monkeypatch.context() as m:
+            if session == "skipped":
+                m.setattr("factrail.session.MAX_QUEUED_PREPARATIONS", 0)
+            if session == "failed":
+
+                def broken(*_: object, **__: object) -> None:
+                    raise RuntimeError("analysis bug")
+
+                m.setattr("factrail.session.prepare", broken)
+            result.after_answer()
+            await c.settled()
+    assert [outcome for outcome, _ in heard] == ["done", "skipped", "failed"]
+    assert heard[0][1] > 0 and heard[1][1] == 0.0
+    assert c._take_analysis("done") is not None
+    assert c._take_analysis("failed") is None

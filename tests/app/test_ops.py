@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from app.metrics import Metrics
 from app.settings import Settings
 from factrail.stores.outputs import OutputStore
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
@@ -41,6 +42,21 @@ def test_metrics_show_a_compaction(client: TestClient, router: respx.MockRouter)
     labels = (("outcome", "compacted"), ("route", "chat_completions"), ("status_class", "2xx"))
     assert samples[("factrail_requests_total", labels)] == 1
     assert samples[("factrail_session_compactions_count", ())] == 1
+
+
+def test_metrics_show_preparations() -> None:
+    metrics = Metrics()
+    metrics.record_preparation("done", 0.2)
+    metrics.record_preparation("skipped", 0.0)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("factrail_preparations_total", (("outcome", "done"),))] == 1
+    assert samples[("factrail_preparations_total", (("outcome", "skipped"),))] == 1
+    assert samples[("factrail_preparation_seconds_count", ())] == 1  # only those that ran
+    assert samples[("factrail_preparation_seconds_sum", ())] == 0.2
 
 
 def admin_client(router: respx.MockRouter, outputs: OutputStore, admin_key: str) -> TestClient:
