@@ -227,8 +227,8 @@ class SessionCompactor:
         self._analyses_lock = threading.Lock()
         self._preparing: set[asyncio.Future[None]] = set()
         self._preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="factrail-prepare")
-        self._observe_preparation = observe_preparation or (lambda outcome, seconds: None)
         """One thread: preparations queue behind each other, never in front of a compaction."""
+        self._observe_preparation = observe_preparation or (lambda outcome, seconds: None)
 
     # -- what earlier turns learnt ----------------------------------------------------------
 
@@ -246,9 +246,7 @@ class SessionCompactor:
 
     def _prepare(self, session: str, messages: Sequence[Message]) -> None:
         """Analyse the turn's new results into the session's analysis (a worker thread)."""
-        analysis = self._take_analysis(session)
-        if analysis is None:
-            analysis = Analysis()
+        analysis = self._take_analysis(session) or Analysis()
         started = time.perf_counter()
         try:
             with _gc_paused():

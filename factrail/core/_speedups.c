@@ -153,36 +153,50 @@ sp_toks(PyObject *Py_UNUSED(mod), PyObject *s)
     return out;
 }
 
+/* A new list of fn(item) for each item of the sequence `items` (fn returns a new reference,
+ * or NULL with an exception set). */
 static PyObject *
-sp_toks_each(PyObject *Py_UNUSED(mod), PyObject *units)
+map_items(PyObject *items, PyObject *(*fn)(PyObject *))
 {
-    PyObject *seq = PySequence_Fast(units, "units must be a sequence");
+    PyObject *seq = PySequence_Fast(items, "expected a sequence");
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyList_New(n);
-    if (out == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *found = PySet_New(NULL);
-        if (found == NULL)
-            goto fail;
-        if (add_toks(found, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
-            Py_DECREF(found);
-            goto fail;
+    if (out != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = fn(PySequence_Fast_GET_ITEM(seq, i));
+            if (v == NULL) {
+                Py_CLEAR(out);
+                break;
+            }
+            PyList_SET_ITEM(out, i, v);
         }
-        PyObject *frozen = PyFrozenSet_New(found);
-        Py_DECREF(found);
-        if (frozen == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, i, frozen);
     }
     Py_DECREF(seq);
     return out;
-fail:
-    Py_DECREF(seq);
-    Py_XDECREF(out);
-    return NULL;
+}
+
+/* frozenset(toks(unit)) */
+static PyObject *
+frozen_toks(PyObject *unit)
+{
+    PyObject *found = PySet_New(NULL);
+    if (found == NULL)
+        return NULL;
+    if (add_toks(found, unit) < 0) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    PyObject *frozen = PyFrozenSet_New(found);
+    Py_DECREF(found);
+    return frozen;
+}
+
+static PyObject *
+sp_toks_each(PyObject *Py_UNUSED(mod), PyObject *units)
+{
+    return map_items(units, frozen_toks);
 }
 
 static int
@@ -1719,38 +1733,24 @@ unit_score(PyObject *unit, long *out)
     return 0;
 }
 
+/* fact_score of one unit, or -1 when it is not ASCII */
 static PyObject *
-sp_fact_score(PyObject *Py_UNUSED(mod), PyObject *unit)
+score_or_refusal(PyObject *unit)
 {
     long score;
     return unit_score(unit, &score) < 0 ? NULL : PyLong_FromLong(score);
 }
 
 static PyObject *
+sp_fact_score(PyObject *Py_UNUSED(mod), PyObject *unit)
+{
+    return score_or_refusal(unit);
+}
+
+static PyObject *
 sp_fact_scores(PyObject *Py_UNUSED(mod), PyObject *units)
 {
-    PyObject *seq = PySequence_Fast(units, "units must be a sequence");
-    if (seq == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject *out = PyList_New(n);
-    if (out == NULL)
-        goto fail;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long score;
-        if (unit_score(PySequence_Fast_GET_ITEM(seq, i), &score) < 0)
-            goto fail;
-        PyObject *v = PyLong_FromLong(score);
-        if (v == NULL)
-            goto fail;
-        PyList_SET_ITEM(out, i, v);
-    }
-    Py_DECREF(seq);
-    return out;
-fail:
-    Py_DECREF(seq);
-    Py_XDECREF(out);
-    return NULL;
+    return map_items(units, score_or_refusal);
 }
 
 /* ---- error lines (value._ERROR_PIECE) -------------------------------------------------------
