@@ -178,13 +178,17 @@ class _Engine:
         return scan
 
     def facts_of(self, r: _Render) -> frozenset[str]:
-        """The render's fact tokens (memoised by text: a later turn often renders the same)."""
+        """The render's fact tokens."""
         if r.facts is None:
-            found = self.memo.facts.get(r.text)
-            if found is None:
-                found = self.memo.facts[r.text] = frozenset(fact_tokens(r.text))
-            r.facts = found
+            r.facts = self.text_facts(r.text)
         return r.facts
+
+    def text_facts(self, text: str) -> frozenset[str]:
+        """`fact_tokens(text)`, memoised by text (a later turn often renders the same)."""
+        found = self.memo.facts.get(text)
+        if found is None:
+            found = self.memo.facts[text] = frozenset(fact_tokens(text))
+        return found
 
     def kind(self, slot: _Slot, tier: int) -> int:
         if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
@@ -297,7 +301,7 @@ class _Engine:
         re-run note is learnt last: a result with one was prepared already)."""
         if (text, tool_use_id) in self.memo.notes:
             return
-        self.facts_of(_Render(text, 0))
+        self.text_facts(text)
         for kind in range(1, len(TIERS)):
             stub = self.layout(text, is_error, kind)
             if stub is not None and self.selection.value:
