@@ -34,28 +34,33 @@ from tests.integration.processes import start_factrail, start_fake, stop  # noqa
 CHEAP_FACTOR = 40
 """Repetitions of the small cases per `--reps`."""
 WARMUP = 20
+"""Unmeasured calls of each cheap case per base before the first round (one for the others)."""
 SOFT_MODEL = "bench-soft-line"
 ANSWER_S = 1.0
 """How long the model takes to answer the turn before the compaction turn (the proxy prepares
 that turn's new results meanwhile); not part of any timing."""
-"""Unmeasured calls of each cheap case per base before the first round (one for the others)."""
 
 
 def transcript(tokens: int) -> list[dict[str, Any]]:
-    """An agent transcript of about `tokens` estimated tokens (tool-heavy)."""
+    """An agent transcript of `tokens` estimated tokens, give or take one step (tool-heavy:
+    every result is a 120-line test log, dense in numbers and paths)."""
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the failing build."},
     ]
+    total = sum(estimate_tokens(m["content"]) for m in messages)
     i = 0
-    while len(orjson.dumps(messages)) < tokens * 4:
+    while total < tokens:
         call = f"call_{i}"
-        fn = {"name": "bash", "arguments": orjson.dumps({"cmd": f"pytest -k t{i}"}).decode()}
+        args = orjson.dumps({"cmd": f"pytest -k t{i}"}).decode()
+        fn = {"name": "bash", "arguments": args}
         tool_calls = [{"id": call, "type": "function", "function": fn}]
         messages.append({"role": "assistant", "content": f"Step {i}.", "tool_calls": tool_calls})
         lines = [f"tests/test_{i}.py::case_{j} PASSED in 0.{j:02d}s" for j in range(120)]
         lines[60] = f"ERROR test_{i}: expected 4{i} got 5{i} at src/mod_{i}.py:{i + 10}"
-        messages.append({"role": "tool", "tool_call_id": call, "content": "\n".join(lines)})
+        output = "\n".join(lines)
+        messages.append({"role": "tool", "tool_call_id": call, "content": output})
+        total += estimate_tokens(f"Step {i}.") + estimate_tokens(args) + estimate_tokens(output)
         i += 1
     messages.append({"role": "user", "content": "Continue."})
     return messages
@@ -81,6 +86,7 @@ def main() -> None:
     root, fake = start_fake("tests.integration.fake_upstream:app")
     direct = f"{root}/v1"
     big = transcript(200_000)
+    bigger = transcript(300_000)  # the size the 200k case had until its tokens were counted
     # A model family whose trigger puts the turn before `big` just under the soft line (5/6 of
     # the trigger) and `big` just past it: the compaction a growing session meets first.
     before = big[:-3]
@@ -97,6 +103,7 @@ def main() -> None:
     small = orjson.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]})
     below = orjson.dumps({"model": "gpt-4.1", "messages": big})
     above = orjson.dumps({"model": "gpt-4o", "messages": big})
+    far_above = orjson.dumps({"model": "gpt-4o", "messages": bigger})
     more = [*big, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]
     nxt = orjson.dumps({"model": "gpt-4o", "messages": more})
     stream = orjson.dumps({"model": "gpt-4o", "stream": True,
@@ -154,6 +161,7 @@ def main() -> None:
         "small request": lambda b: timed(post(b, small)),
         "200k tokens below the trigger": lambda b: timed(post(b, below)),
         "first compaction of 200k tokens": lambda b: compaction(b, above),
+        "first compaction of 300k tokens": lambda b: compaction(b, far_above),
         "next turn (re-application)": reapply,
         "compaction at the soft line, cold": lambda b: compaction(b, at_soft),
         "compaction at the soft line, turn before prepared": prepared,
@@ -178,7 +186,8 @@ def main() -> None:
     stop(fake)
     print(
         f"rounds={args.rounds} reps={args.reps} (small cases x{CHEAP_FACTOR}); "
-        f"body of 200k case: {len(above) // 1024} KiB\n"
+        f"200k case: {estimated(big)} estimated tokens, {len(above) // 1024} KiB; "
+        f"300k case: {estimated(bigger)}, {len(far_above) // 1024} KiB\n"
     )
     print("| case | reps/round | direct ms | through factrail ms | added ms | added, per round |")
     print("|---|---:|---:|---:|---:|---|")

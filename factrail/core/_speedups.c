@@ -10,6 +10,45 @@
 #include <math.h>
 #include <string.h>
 
+/* ---- objects the cyclic GC need not visit ------------------------------------------------
+ * A tuple or frozenset holding only strs, ints, bools and floats can never be part of a
+ * reference cycle: it cannot change and none of its items refers to anything. CPython itself
+ * untracks such tuples, but only once a collection has visited them; the engine makes tens of
+ * thousands per compaction (token sets, spans, counts) and keeps many in a session's analysis,
+ * so every collection would walk them. `settled` untracks one at birth. Returns `o`. */
+
+static inline int
+is_atomic(PyObject *o)
+{
+    return PyUnicode_CheckExact(o) || PyLong_CheckExact(o) || PyBool_Check(o) ||
+           PyFloat_CheckExact(o);
+}
+
+static PyObject *
+settled(PyObject *o)
+{
+    if (o == NULL || !PyObject_GC_IsTracked(o))
+        return o;
+    if (PyTuple_CheckExact(o)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(o); k++)
+            if (!is_atomic(PyTuple_GET_ITEM(o, k)))
+                return o;
+    }
+    else if (PyFrozenSet_CheckExact(o)) {
+        Py_ssize_t pos = 0;
+        PyObject *item;
+        Py_hash_t hash;
+        while (_PySet_NextEntry(o, &pos, &item, &hash))
+            if (!is_atomic(item))
+                return o;
+    }
+    else {
+        return o;
+    }
+    PyObject_GC_UnTrack(o);
+    return o;
+}
+
 /* ---- candidate tokens ------------------------------------------------------------------
  * _DIG [A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,} and _WRD [A-Za-z_][A-Za-z0-9_./-]{7,}, scanned with
  * re.finditer semantics (leftmost, greedy, non-overlapping), then kept as `toks` keeps them:
@@ -188,7 +227,7 @@ frozen_toks(PyObject *unit)
         Py_DECREF(found);
         return NULL;
     }
-    PyObject *frozen = PyFrozenSet_New(found);
+    PyObject *frozen = settled(PyFrozenSet_New(found));
     Py_DECREF(found);
     return frozen;
 }
@@ -234,14 +273,14 @@ sp_token_scan(PyObject *Py_UNUSED(mod), PyObject *s)
             if (hit != NULL) {
                 Py_ssize_t count = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 0));
                 PyObject *more = count < 0 ? NULL : PyLong_FromSsize_t(count + 1);
-                entry = more == NULL ? NULL : PyTuple_Pack(2, more, PyTuple_GET_ITEM(hit, 1));
+                entry = more == NULL ? NULL : settled(PyTuple_Pack(2, more, PyTuple_GET_ITEM(hit, 1)));
                 Py_XDECREF(more);
             }
             else if (PyErr_Occurred()) {
                 entry = NULL;
             }
             else {
-                entry = Py_BuildValue("(in)", 1, a);
+                entry = settled(Py_BuildValue("(in)", 1, a));
             }
             if (entry == NULL || PyDict_SetItem(occ, tok, entry) < 0 ||
                 append_index(starts, a) < 0 || PyList_Append(found, tok) < 0) {
@@ -335,7 +374,7 @@ scan_between(Scan *sc, Py_ssize_t start, Py_ssize_t end)
             if (PySet_Add(out, PyList_GET_ITEM(found, k)) < 0)
                 goto fail;
     }
-    PyObject *frozen = PyFrozenSet_New(out);
+    PyObject *frozen = settled(PyFrozenSet_New(out));
     Py_DECREF(out);
     return frozen;
 fail:
@@ -1138,7 +1177,7 @@ merge_unit(PyObject **unit, PyObject *found, PyObject *values, PyObject **rank)
     grown = PyNumber_InPlaceOr(*unit, more);
     if (grown == NULL)
         goto fail;
-    Py_SETREF(*unit, grown);
+    Py_SETREF(*unit, settled(grown));
     Py_DECREF(more);
     PyMem_Free(kept);
     return 0;
@@ -1225,7 +1264,7 @@ sp_merge_found(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
             Py_INCREF(held);
             unit = held;
         }
-        else if ((unit = PyFrozenSet_New(held)) == NULL)
+        else if ((unit = settled(PyFrozenSet_New(held))) == NULL)
             goto fail;
         if (merge_unit(&unit, found, values, &rank) < 0) {
             Py_DECREF(unit);
@@ -1328,7 +1367,7 @@ sp_rank_units(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
         goto done;
     PyObject *u, *at;
     while (PyDict_Next(first, &pos, &u, &at)) {
-        PyObject *pair = PyTuple_Pack(2, u, at);
+        PyObject *pair = settled(PyTuple_Pack(2, u, at));
         if (pair == NULL)
             goto done;
         PyList_SET_ITEM(ranked, k++, pair);
@@ -2019,7 +2058,7 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
 static int
 add_span(PyObject *out, Py_ssize_t start, Py_ssize_t end, int clean)
 {
-    PyObject *span = Py_BuildValue("(nnO)", start, end, clean ? Py_True : Py_False);
+    PyObject *span = settled(Py_BuildValue("(nnO)", start, end, clean ? Py_True : Py_False));
     if (span == NULL)
         return -1;
     int rc = PyList_Append(out, span);

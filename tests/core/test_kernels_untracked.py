@@ -1,0 +1,65 @@
+"""The C kernels untrack, at birth, the tuples and frozensets they make of strs and numbers only
+(such an object can never be part of a reference cycle), so the cyclic GC never walks the tens of
+thousands a compaction keeps; anything holding a container stays tracked."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from types import ModuleType
+
+from factrail.core import facts, value
+
+TEXT = (
+    "ERROR tests/test_api.py::test_items failed at src/app/items.py:42 (req-0042af)\n"
+    "  build/app_v2.bin 0x7f3a9c1deadbeef\n"
+    "PASSED tests/test_api.py::test_users in 0.12s\n"
+)
+
+
+def test_token_sets_and_scans_are_untracked(native: ModuleType) -> None:
+    scan = facts.TokenScan(*native.token_scan(TEXT))
+    assert scan.occurrences
+    assert not any(gc.is_tracked(v) for v in scan.occurrences.values())
+    assert not gc.is_tracked(scan.occurrences)  # a dict of untracked values stays untracked
+    assert not gc.is_tracked(native.between(scan, 0, len(TEXT)))
+    sets = native.toks_each(TEXT.split("\n"))
+    assert sets and not any(gc.is_tracked(s) for s in sets)
+
+
+def test_spans_and_ranks_are_untracked(native: ModuleType) -> None:
+    spans = native.unit_spans(TEXT)
+    assert spans and not any(gc.is_tracked(s) for s in spans)
+    units = TEXT.split("\n")
+    ranked, _ = native.rank_units(units, [3, 1, 2, 0])
+    assert ranked and not any(gc.is_tracked(pair) for pair in ranked)
+
+
+def test_merged_units_are_untracked_unless_they_hold_a_container(native: ModuleType) -> None:
+    scanner = value.KeyScanner(["src/app/items.py", "items"])
+    units = ["at src/app/items.py:42", "none here"]
+    own = [{"src/app/items.py:42"}, {("a", "tuple")}]
+    merged = native.merge_found(
+        scanner._auto.iter("\x00".join(units)) if scanner._auto else iter(()),
+        "\x00".join(units),
+        value._ends(units),
+        set(),
+        own,
+        {"src/app/items.py": 0.5},
+    )
+    assert merged[0] == {"src/app/items.py:42", "src/app/items.py"}
+    assert not gc.is_tracked(merged[0])
+    assert gc.is_tracked(merged[1])  # holds a tuple: left to the collector
+
+
+def test_untracked_objects_are_still_freed(native: ModuleType) -> None:
+    """Untracking only hides an object from the cycle collector: reference counting still
+    frees it (no leak)."""
+    lines = TEXT.split("\n")
+    native.toks_each(lines)
+    native.unit_spans(TEXT)
+    before = sys.getallocatedblocks()
+    for _ in range(2000):
+        native.toks_each(lines)
+        native.unit_spans(TEXT)
+    assert sys.getallocatedblocks() - before < 200
