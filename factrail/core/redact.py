@@ -15,6 +15,8 @@ from typing import Any, NamedTuple
 
 from ahocorasick import Automaton
 
+from factrail.core.kernels import native as _C
+
 
 class Redacted(NamedTuple):
     """Redacted text, the number of replacements and their count per label."""
@@ -262,22 +264,28 @@ def _flag_replacer(text: str, m: re.Match[str]) -> str | None:
 _URL_REPLACER = _url_replacer()
 
 
+_CASE_ANCHOR_LIST = tuple(
+    dict.fromkeys(a for f in _FAMILIES if f.any_case is None for a in f.anchors)
+)
+"""The anchors of the case-sensitive families (ASCII, 2 chars or more)."""
+
+
 def _case_anchor_automaton() -> Automaton:
     auto = Automaton()
-    for family in _FAMILIES:
-        if family.any_case is None:
-            for anchor in family.anchors:
-                auto.add_word(anchor, anchor)
+    for anchor in _CASE_ANCHOR_LIST:
+        auto.add_word(anchor, anchor)
     auto.make_automaton()
     return auto
 
 
 _CASE_ANCHORS = _case_anchor_automaton()
-"""The anchors of the case-sensitive families, found in one pass (most outputs hold none)."""
+"""The same anchors found in one pass (most outputs hold none), when the C kernel is absent."""
 
 
 def _anchors_in(text: str) -> set[str]:
     """The case-sensitive families' anchors that occur in `text`."""
+    if _C is not None:
+        return _C.anchors_in(text, _CASE_ANCHOR_LIST)
     return {anchor for _, anchor in _CASE_ANCHORS.iter(text)}
 
 

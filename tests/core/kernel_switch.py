@@ -6,12 +6,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from factrail.core import facts, kernels, tokens, value
+from factrail.core import facts, kernels, redact, tokens, value
 
 
 @contextmanager
 def kernels_set(mod: ModuleType | None) -> Iterator[None]:
-    """Run `facts`, `value` and `tokens` with the C kernels `mod` (None: the Python
+    """Run `facts`, `value`, `tokens` and `redact` with the C kernels `mod` (None: the Python
     definitions); the summing kernels only where `kernels` would use them."""
     summing = mod if kernels.summing is not None else None
     switches = (
@@ -19,6 +19,7 @@ def kernels_set(mod: ModuleType | None) -> Iterator[None]:
         (vars(value), "_C", mod),
         (vars(value), "_CSUM", summing),
         (vars(tokens), "_C", mod),
+        (vars(redact), "_C", mod),
     )
     saved = [names[name] for names, name, _ in switches]
     for names, name, new in switches:

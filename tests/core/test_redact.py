@@ -12,7 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factrail.core import kernels
 from factrail.core.redact import _FAMILIES, FAMILY_LABELS, _anchors_in, redact, redact_value
+from tests.core.kernel_switch import kernels_set
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -239,11 +241,25 @@ def test_all_letter_bearer_tokens_are_secrets_but_words_are_not() -> None:
 
 _ANCHOR_PIECES = st.sampled_from(
     ["sk-", "sk-ant-", "_live_", "_test_", "ghp_", "AKIA", "eyJ", ":AA", "SG.", "xox", "x", "-",
-     "_", " ", "\n", "é", "🔑", "S", "k"]
+     "_", " ", "\n", "é", "🔑", "S", "k", "-----BEGIN", "-----BEGIN ", "github_pat", "nsec1",
+     "glpat-", "sk-or-v", "aws_secret_access_ke", "y", "A", "I", "G", "gh", "o_", "Ё"]
 )  # fmt: skip
 
 
 @given(st.lists(_ANCHOR_PIECES, max_size=16).map("".join))
 def test_the_one_pass_anchor_scan_finds_what_substring_search_finds(text: str) -> None:
+    """On the Python path (an Aho–Corasick pass) and on the C kernel's (a two-char table)."""
     anchors = {a for f in _FAMILIES if f.any_case is None for a in f.anchors}
-    assert _anchors_in(text) == {a for a in anchors if a in text}
+    want = {a for a in anchors if a in text}
+    with kernels_set(None):
+        assert _anchors_in(text) == want
+    if kernels.native is not None:
+        with kernels_set(kernels.native):
+            assert _anchors_in(text) == want
+
+
+def test_the_anchor_kernel_refuses_anchors_it_cannot_scan_for() -> None:
+    native = pytest.importorskip("factrail.core._speedups")
+    for bad in (("a",), ("é1",), ("ok", 3)):
+        with pytest.raises((ValueError, TypeError)):
+            native.anchors_in("text", bad)
