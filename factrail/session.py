@@ -546,11 +546,12 @@ class SessionCompactor:
             return {}
         swapped: dict[str, str] = {}
         notes: dict[str, str] = {}
+        paths = self.outputs.paths_for(session, changed)
         for tool_use_id, text in changed.items():
             original = originals.get(tool_use_id)
             if original is None or is_compacted(original):
                 continue
-            where = str(self.outputs.path_for(session, tool_use_id))
+            where = paths[tool_use_id]
             if self.config.outputs_route:
                 where += f" (GET {self.config.outputs_route}{output_id(session, tool_use_id)})"
             note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))

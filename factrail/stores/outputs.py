@@ -11,7 +11,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,6 +91,31 @@ def write_private(path: Path, data: bytes) -> None:
         raise
 
 
+def create_private(path: Path, data: bytes) -> bool:
+    """Create `path` holding `data`, mode 0600, unless it exists (then False, nothing written).
+
+    No temp file and rename: nothing can refer to a file that did not exist before the request
+    that names it leaves, so no reader can see it half-written; a failed write removes it.
+    """
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return True
+
+
 def already_saved(path: Path, data: bytes) -> bool:
     """Whether `path` is a private regular file holding exactly `data` (a session that lost its
     plan compacts the same results again; renaming over a file forces a flush on ext4)."""
@@ -121,6 +146,11 @@ class OutputStore:
         """Absolute path of the file for this session and tool call."""
         return self.root / sanitise_name(session) / (sanitise_name(tool_use_id) + SUFFIX)
 
+    def paths_for(self, session: str, tool_use_ids: Iterable[str]) -> dict[str, str]:
+        """`str(path_for(session, i))` of each id, the session's folder made once."""
+        folder = os.path.join(self.root, sanitise_name(session))
+        return {i: os.path.join(folder, sanitise_name(i) + SUFFIX) for i in tool_use_ids}
+
     def save(self, session: str, tool_use_id: str, text: str) -> SavedOutput:
         """Save the original `text` redacted for credentials, capped at 8 MiB; overwrites.
 
@@ -137,24 +167,29 @@ class OutputStore:
         """`save` of each `(tool_use_id, text)` of one session, the folders made private once:
         what was saved, or the error that kept it from being saved, by id."""
         out: dict[str, SavedOutput | OSError] = {}
+        folder_name = sanitise_name(session)
+        folder = self.root / folder_name
         try:
             ensure_private_dir(self.root)
-            ensure_private_dir(self.root / sanitise_name(session))
+            ensure_private_dir(folder)
         except OSError as e:
             return {tool_use_id: e for tool_use_id, _ in outputs}
         for tool_use_id, text in outputs:
             redacted = redact(text, self._known)
             data, truncated = cap_bytes(redacted.text)
-            path = self.path_for(session, tool_use_id)
+            name = sanitise_name(tool_use_id)
+            path = folder / (name + SUFFIX)  # `path_for`, the session's part made once
             try:
-                if already_saved(path, data):
+                if create_private(path, data):
+                    pass
+                elif already_saved(path, data):
                     os.utime(path)  # saved again now: the expiry counts from here
                 else:
                     write_private(path, data)
             except OSError as e:
                 out[tool_use_id] = e
                 continue
-            oid = output_id(session, tool_use_id)
+            oid = f"{folder_name}/{name}"  # `output_id`
             out[tool_use_id] = SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
         return out
 

@@ -213,3 +213,42 @@ def test_save_all_saves_the_rest_when_one_cannot_be_written(store: OutputStore) 
     assert all(isinstance(x, SavedOutput) for x in saved)
     assert [x.path.read_text() for x in saved if isinstance(x, SavedOutput)] == ["first", "third"]
     assert mode(store.root / "s") == 0o700
+
+
+def test_a_new_output_is_created_in_place_and_a_failed_write_leaves_nothing(
+    store: OutputStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.save("s", "first", "warm the folders")
+    old = os.umask(0o277)  # would take the owner's write bit: the mode is forced back to 0600
+    try:
+        saved = store.save("s", "new", "fresh body")
+    finally:
+        os.umask(old)
+    assert saved.path.read_text() == "fresh body" and mode(saved.path) == 0o600
+
+    def full_disk(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full_disk)
+    got = store.save_all("s", [("cut", "never written")])
+    assert isinstance(got["cut"], OSError)
+    assert not store.path_for("s", "cut").exists()
+    assert sorted(os.listdir(store.root / "s")) == ["first.txt", "new.txt"]
+
+
+def test_a_symlink_where_the_output_goes_is_replaced_not_followed(
+    store: OutputStore, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    store.save("s", "warm", "folders")
+    link = store.path_for("s", "t")
+    link.symlink_to(outside)
+    saved = store.save("s", "t", "the output")
+    assert outside.read_text() == "keep me"
+    assert not saved.path.is_symlink() and saved.path.read_text() == "the output"
+
+
+def test_paths_for_names_what_path_for_names(store: OutputStore) -> None:
+    ids = ["call_1", "../x", "toolu/2", ".hidden", ""]
+    assert store.paths_for("../sess", ids) == {i: str(store.path_for("../sess", i)) for i in ids}
