@@ -6,6 +6,7 @@ The gateway depends on the `Engine` bundle only, so tests inject fakes and the r
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from factrail.session import CompactorConfig, SessionCompactor, TurnResult, sess
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import cache_root, data_root
+from factrail.stores.saver import OutputSaver, cores
 from factrail.stores.state import StateStore
 
 
@@ -38,6 +40,12 @@ class Compactor(Protocol):
         """Calibrate the token estimate from the upstream's reported prompt tokens."""
         ...
 
+    def close(self) -> None:
+        """Stop what the compactor started (worker threads, the saver process)."""
+        ...
+
+
+log = logging.getLogger("factrail.app")
 
 SessionKey = Callable[[str | None, Document, str], str]
 Parser = Callable[[Any], Document]
@@ -122,6 +130,11 @@ class TimedJudge:
             self._observe(time.perf_counter() - started)
 
 
+def wants_saver(setting: str) -> bool:
+    """Whether `FACTRAIL_SAVE_PROCESS` (`auto`, `on`, `off`) asks for a saver process."""
+    return setting == "on" or (setting == "auto" and cores() >= 2)
+
+
 def build_engine(
     settings: Settings,
     *,
@@ -132,7 +145,16 @@ def build_engine(
     decisions: DecisionLog | None = None,
     observe_preparation: Callable[[str, float], None] | None = None,
 ) -> Engine:
-    """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
+    """The real engine: a `SessionCompactor` over the stores and the (timed) judge, with a
+    saver process started when `FACTRAIL_SAVE_PROCESS` asks for one."""
+    saver = None
+    if outputs is not None and settings.save_outputs and wants_saver(settings.save_process):
+        saver = OutputSaver(outputs)
+        try:
+            saver.start()
+        except OSError:  # no saver, outputs saved in-line: never a reason not to compact
+            log.warning("the output saver process could not start", exc_info=True)
+            saver = None
     compactor = SessionCompactor(
         compactor_config(settings),
         state=state,
@@ -140,6 +162,7 @@ def build_engine(
         judge=TimedJudge(judge, observe_judge),
         decisions=decisions,
         observe_preparation=observe_preparation,
+        saver=saver,
     )
     return Engine(
         compactor=compactor,

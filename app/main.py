@@ -108,6 +108,8 @@ def create_app(
         try:
             yield
         finally:
+            if engine is not None:
+                engine.compactor.close()
             await http.aclose()
             store.close()
 

@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     outputs_dir: str = ""
     """Default `$XDG_CACHE_HOME/factrail/outputs`; empty disables nothing, it only defaults."""
     save_outputs: bool = True
+    save_process: Literal["auto", "on", "off"] = "auto"
+    """A child process stages a compaction's outputs while the rails run; `auto`: when this
+    process may use two CPUs or more."""
     admin_key: SecretStr = SecretStr("")
 
     log_level: str = "INFO"

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -52,7 +53,8 @@ from factrail.policy.taint import TaintFence, TaintScan, merge_taint, taint_writ
 from factrail.policy.trigger import due, lines
 from factrail.policy.trigger import rearm_gap as policy_rearm_gap
 from factrail.stores.decisions import DecisionLog
-from factrail.stores.outputs import OutputStore, output_id
+from factrail.stores.outputs import OutputStore, SavedOutput, output_id
+from factrail.stores.saver import OutputSaver, Staging
 from factrail.stores.state import (
     PlanEntry,
     SessionState,
@@ -213,14 +215,17 @@ class SessionCompactor:
         decisions: DecisionLog | None = None,
         clock: Callable[[], float] = time.time,
         observe_preparation: Callable[[str, float], None] | None = None,
+        saver: OutputSaver | None = None,
     ) -> None:
         """`observe_preparation(outcome, seconds)` hears of every background preparation:
-        `done`, `failed` or `skipped` (the queue was full)."""
+        `done`, `failed` or `skipped` (the queue was full). `saver`, a process staging outputs
+        for `outputs` while the rails run, is optional (without it they are saved after)."""
         self.config = config
         self.state = state
         self.outputs = outputs
         self.judge = judge
         self.decisions = decisions
+        self.saver = saver
         self._clock = clock
         self._tokens = TokenCache()
         self._analyses: OrderedDict[str, Analysis] = OrderedDict()
@@ -288,6 +293,13 @@ class SessionCompactor:
             return
         with contextlib.suppress(Exception):  # the store smooths and bounds the ratio
             self.state.update_calibration(session, prompt_tokens / estimated_tokens)
+
+    def close(self) -> None:
+        """Stop the saver process and the preparation thread (queued preparations are
+        dropped: they were only ever a head start)."""
+        if self.saver is not None:
+            self.saver.close()
+        self._preparer.shutdown(wait=False, cancel_futures=True)
 
     # -- the step ---------------------------------------------------------------------------
 
@@ -414,6 +426,8 @@ class SessionCompactor:
         result: TurnResult,
     ) -> tuple[Applied, dict[str, str], dict[str, str]]:
         """Apply the rails, then save every newly reduced original (and briefed argument)."""
+        originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
+        staging = self._stage_ahead(session, decisions, reapplied, originals)
         analysis = self._take_analysis(session) or Analysis()
         with _gc_paused():
             applied = apply(
@@ -426,8 +440,9 @@ class SessionCompactor:
                 memo=analysis,
             )
         self._keep_analysis(session, analysis)
-        originals = {r.tool_use_id: r.text for m in doc.messages for r in m.tool_results}
-        saved = self._save_outputs(session, applied.changed, originals, applied.messages, result)
+        saved = self._save_outputs(
+            session, applied.changed, originals, applied.messages, result, staging
+        )
         self._save_inputs(session, applied.briefed, doc.messages, state)
         if self.outputs is not None:
             # Saved outputs expire after 30 days; the sweep runs at most once a day.
@@ -529,6 +544,26 @@ class SessionCompactor:
                     with contextlib.suppress(OSError):
                         self.outputs.save(session, f"{u.tool_use_id}.input", input_json(u))
 
+    def _stage_ahead(
+        self,
+        session: str,
+        decisions: Mapping[str, Action],
+        reapplied: AbstractSet[str],
+        originals: Mapping[str, str],
+    ) -> Staging | None:
+        """Have the saver process stage every original the rails may reduce while they run
+        (None: `_save_outputs` saves in this thread)."""
+        if self.saver is None or self.outputs is None or not self.config.save_outputs:
+            return None
+        candidates = [
+            (tool_use_id, text)
+            for tool_use_id, text in originals.items()
+            if decisions.get(tool_use_id, "keep") != "keep"
+            and tool_use_id not in reapplied
+            and not is_compacted(text)
+        ]
+        return self.saver.stage(session, candidates)
+
     def _save_outputs(
         self,
         session: str,
@@ -536,11 +571,13 @@ class SessionCompactor:
         originals: Mapping[str, str],
         messages: list[Message],
         result: TurnResult,
+        staging: Staging | None = None,
     ) -> dict[str, str]:
         """Save every newly reduced original before the reduced request leaves; swap the notes.
 
         A result whose note, once it names the file, would be no shorter than the original keeps
-        its original text: a reduction never lengthens a result.
+        its original text: a reduction never lengthens a result. What the saver process staged
+        is committed (the rest of it removed); anything it could not stage is saved here.
         """
         if self.outputs is None or not self.config.save_outputs:
             return {}
@@ -559,7 +596,12 @@ class SessionCompactor:
                 swapped[tool_use_id] = original
             else:
                 notes[tool_use_id] = note
-        saved = self.outputs.save_all(session, [(i, originals[i]) for i in notes])
+        saved: dict[str, SavedOutput | OSError] = {}
+        if staging is not None and self.saver is not None:
+            saved = self.saver.commit(staging, notes) or {}
+        rest = [(i, originals[i]) for i in notes if not isinstance(saved.get(i), SavedOutput)]
+        if rest:
+            saved.update(self.outputs.save_all(session, rest))
         for tool_use_id, got in saved.items():
             if isinstance(got, OSError):
                 continue  # its note keeps naming the call, as before any save

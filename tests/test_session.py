@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from factrail.session import (
 )
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from factrail.stores.saver import COMMIT_TIMEOUT_S, OutputSaver, Saved, Staging
 
 
 def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, Any]]:
@@ -456,3 +459,75 @@ async def test_preparations_are_observed_done_skipped_or_failed(
     assert heard[0][1] > 0 and heard[1][1] == 0.0
     assert c._take_analysis("done") is not None
     assert c._take_analysis("failed") is None
+
+
+class CountingSaver(OutputSaver):
+    """An `OutputSaver` that keeps what each `commit` answered."""
+
+    committed: list[Saved | None]
+
+    def commit(
+        self, staging: Staging, needed: Iterable[str], timeout: float = COMMIT_TIMEOUT_S
+    ) -> Saved | None:
+        got = super().commit(staging, needed, timeout)
+        self.__dict__.setdefault("committed", []).append(got)
+        return got
+
+
+async def test_a_saver_process_saves_exactly_what_saving_in_line_saves(tmp_path: Path) -> None:
+    """Staged in a child while the rails run, committed after: the same request, the same
+    files and counts as saving in this thread, and no staged file left over."""
+    wire = chat(40)
+    wire[5]["content"] += " token " + "sk-" + "proj-" + "Zx9" * 12  # a secret to redact
+    wire[3]["content"] = "ok"  # too short to reduce: staged, then removed
+    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
+    saver = CountingSaver(OutputStore(tmp_path / "ahead"), min_chars=0)
+    saver.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not saver.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert saver.ready
+        results = []
+        for name, helper in (("inline", None), ("ahead", saver)):
+            outputs = helper.store if helper else OutputStore(tmp_path / name)
+            c = SessionCompactor(
+                config, state=MemoryStateStore(), outputs=outputs, judge=RulesJudge(), saver=helper
+            )
+            results.append(await c.compact("sess", openai_chat.parse(wire)))
+        inline, ahead = results
+        assert len(saver.committed) == 1 and saver.committed[0] is not None  # staged ahead
+        assert len(saver.committed[0]) == ahead.saved
+        assert ahead.outcome == inline.outcome == "compacted"
+        assert ahead.saved == inline.saved > 0 and ahead.redactions == inline.redactions
+        swap = json.dumps(inline.document).replace(str(tmp_path / "inline"), str(saver.store.root))
+        assert json.dumps(ahead.document) == swap
+        left = sorted(os.listdir(tmp_path / "inline" / "sess"))
+        assert sorted(os.listdir(saver.store.root / "sess")) == left  # no temp file stays
+        for name in left:
+            want = (tmp_path / "inline" / "sess" / name).read_bytes()
+            assert (saver.store.root / "sess" / name).read_bytes() == want
+    finally:
+        saver.close()
+
+
+async def test_a_dead_saver_process_loses_nothing(tmp_path: Path) -> None:
+    outputs = OutputStore(tmp_path / "outputs")
+    saver = OutputSaver(outputs, min_chars=0)
+    saver.start()
+    deadline = time.monotonic() + 60
+    while not saver.ready and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert saver._child is not None
+    saver._child.proc.kill()
+    saver._child.proc.wait()
+    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
+    c = SessionCompactor(
+        config, state=MemoryStateStore(), outputs=outputs, judge=RulesJudge(), saver=saver
+    )
+    try:
+        result = await c.compact("sess", openai_chat.parse(chat(30)))
+        assert result.outcome == "compacted" and result.saved == result.reduced > 0
+        assert len(os.listdir(tmp_path / "outputs" / "sess")) == result.saved
+    finally:
+        c.close()

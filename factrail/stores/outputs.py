@@ -12,6 +12,7 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,17 @@ class SavedOutput:
     bytes_written: int
     truncated: bool
     redactions: dict[str, int]  # replacements per credential family (for metrics)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One output redacted and written ahead under a temp name (`stage_all`); `temp` is None
+    when the file already holds exactly these bytes. `commit` puts it in place or removes it."""
+
+    temp: str | None
+    bytes_written: int
+    truncated: bool
+    redactions: dict[str, int]
 
 
 def output_id(session: str, tool_use_id: str) -> str:
@@ -72,9 +84,14 @@ def cap_bytes(text: str, cap: int = CAP_BYTES) -> tuple[bytes, bool]:
     return data[:cut] + note.encode("ascii"), True
 
 
+def _temp_name(path: Path) -> Path:
+    """A fresh hidden name beside `path`."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
 def write_private(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file in the same folder, then rename), mode 0600."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    temp = _temp_name(path)
     fd = os.open(temp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
         try:
@@ -142,6 +159,11 @@ class OutputStore:
         self.root = root
         self._known = tuple(s for s in known_secrets if s)
 
+    @property
+    def known_secrets(self) -> tuple[str, ...]:
+        """The known values redacted besides the credential shapes."""
+        return self._known
+
     def path_for(self, session: str, tool_use_id: str) -> Path:
         """Absolute path of the file for this session and tool call."""
         return self.root / sanitise_name(session) / (sanitise_name(tool_use_id) + SUFFIX)
@@ -191,6 +213,71 @@ class OutputStore:
                 continue
             oid = f"{folder_name}/{name}"  # `output_id`
             out[tool_use_id] = SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
+        return out
+
+    def stage_all(
+        self, session: str, outputs: Sequence[tuple[str, str]]
+    ) -> dict[str, Staged | OSError]:
+        """Redact and write each `(tool_use_id, text)` under a temp name beside where `save`
+        would put it, before anyone knows which will be needed (a child process does this
+        while the rails run); `commit` then keeps the needed ones and removes the rest."""
+        out: dict[str, Staged | OSError] = {}
+        folder = self.root / sanitise_name(session)
+        try:
+            ensure_private_dir(self.root)
+            ensure_private_dir(folder)
+        except OSError as e:
+            return {tool_use_id: e for tool_use_id, _ in outputs}
+        for tool_use_id, text in outputs:
+            redacted = redact(text, self._known)
+            data, truncated = cap_bytes(redacted.text)
+            path = folder / (sanitise_name(tool_use_id) + SUFFIX)
+            temp: str | None = None
+            try:
+                if not already_saved(path, data):
+                    temp = str(_temp_name(path))
+                    if not create_private(Path(temp), data):
+                        raise FileExistsError(f"temp file {temp} exists")
+            except OSError as e:
+                out[tool_use_id] = e
+                continue
+            out[tool_use_id] = Staged(temp, len(data), truncated, dict(redacted.families))
+        return out
+
+    def commit(
+        self, session: str, staged: Mapping[str, Staged | OSError], needed: AbstractSet[str]
+    ) -> dict[str, SavedOutput | OSError]:
+        """Put the staged outputs of `needed` in place (a rename each; an identical file only
+        has its age refreshed) and remove every other staged file: what was saved, by id."""
+        out: dict[str, SavedOutput | OSError] = {}
+        folder_name = sanitise_name(session)
+        folder = self.root / folder_name
+        for tool_use_id, got in staged.items():
+            if isinstance(got, OSError):
+                if tool_use_id in needed:
+                    out[tool_use_id] = got
+                continue
+            if tool_use_id not in needed:
+                if got.temp is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(got.temp)
+                continue
+            name = sanitise_name(tool_use_id)
+            path = folder / (name + SUFFIX)
+            try:
+                if got.temp is None:
+                    os.utime(path)  # saved again now: the expiry counts from here
+                else:
+                    os.replace(got.temp, path)
+            except OSError as e:
+                if got.temp is not None:
+                    with contextlib.suppress(OSError):
+                        os.unlink(got.temp)
+                out[tool_use_id] = e
+                continue
+            out[tool_use_id] = SavedOutput(
+                path, f"{folder_name}/{name}", got.bytes_written, got.truncated, got.redactions
+            )
         return out
 
     def get(self, output_id: str) -> str | None:

@@ -29,6 +29,7 @@ class ScriptedCompactor:
     outcome: str = "compacted"
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     usage: list[tuple[str, int, int]] = field(default_factory=list)
+    closed: bool = False
     answered: list[tuple[str, int]] = field(default_factory=list)
     """`(session, upstream calls so far)` each time a passthrough turn's `after_answer` ran."""
     upstream_calls: Any = None
@@ -73,6 +74,9 @@ class ScriptedCompactor:
 
     def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
         self.usage.append((session, prompt_tokens, estimated_tokens))
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def make_client(

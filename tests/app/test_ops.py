@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -12,9 +13,12 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
+from app.main import create_app, default_engine
 from app.metrics import Metrics
 from app.settings import Settings
+from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from factrail.stores.saver import OutputSaver
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
 from tests.app.test_proxy import chat_body
 
@@ -99,3 +103,28 @@ def test_dashboard_and_compose_parse() -> None:
         orjson.loads(path.read_bytes())
     for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
         assert yaml.safe_load(path.read_text()) is not None
+
+
+@pytest.mark.parametrize("setting", ["on", "off"])
+def test_the_saver_process_lives_as_long_as_the_app(tmp_path: Path, setting: str) -> None:
+    settings = Settings(
+        upstream_url=UPSTREAM,
+        outputs_dir=str(tmp_path),
+        save_process=setting,  # type: ignore[arg-type]
+    )
+    upstream = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    app = create_app(
+        settings, client=upstream, state=MemoryStateStore(), engine_factory=default_engine
+    )
+    with TestClient(app):
+        compactor = app.state.gateway.engine.compactor
+        saver = compactor.saver
+        if setting == "off":
+            assert saver is None
+            return
+        assert isinstance(saver, OutputSaver) and saver.store.root == tmp_path
+        deadline = time.monotonic() + 60
+        while not saver.ready and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert saver.ready
+    assert not saver.ready and saver._child is None  # closed with the app
