@@ -1796,21 +1796,39 @@ sp_fact_scores(PyObject *Py_UNUSED(mod), PyObject *units)
  * `error|failed|exception|traceback|denied|not found|timed out` under IGNORECASE, anywhere in
  * the unit: on ASCII text that is ASCII case folding; other units go to the regex. */
 
-static const char *const ERROR_PIECES[] = {"error",     "failed", "exception", "traceback",
-                                           "denied",    "not found", "timed out"};
-
+/* Each piece under the first char it starts with (e: error, exception; f: failed; t: traceback,
+ * timed out; d: denied; n: not found). */
 static int
 has_error_piece(const unsigned char *s, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = lower(s[i]);
-        if (c != 'e' && c != 'f' && c != 't' && c != 'd' && c != 'n')
-            continue;
-        for (size_t k = 0; k < sizeof(ERROR_PIECES) / sizeof(ERROR_PIECES[0]); k++) {
-            const char *w = ERROR_PIECES[k];
-            Py_ssize_t len = (Py_ssize_t)strlen(w);
-            if ((unsigned char)w[0] == c && len <= n - i && ci_equal(s + i, len, w))
+        const unsigned char *p = s + i;
+        const Py_ssize_t left = n - i;
+        switch (lower(*p)) {
+        case 'e':
+            if ((left >= 5 && ci_equal(p, 5, "error")) ||
+                (left >= 9 && ci_equal(p, 9, "exception")))
                 return 1;
+            break;
+        case 'f':
+            if (left >= 6 && ci_equal(p, 6, "failed"))
+                return 1;
+            break;
+        case 't':
+            if ((left >= 9 && ci_equal(p, 9, "traceback")) ||
+                (left >= 9 && ci_equal(p, 9, "timed out")))
+                return 1;
+            break;
+        case 'd':
+            if (left >= 6 && ci_equal(p, 6, "denied"))
+                return 1;
+            break;
+        case 'n':
+            if (left >= 9 && ci_equal(p, 9, "not found"))
+                return 1;
+            break;
+        default:
+            break;
         }
     }
     return 0;

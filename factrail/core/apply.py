@@ -165,11 +165,12 @@ class _Engine:
         return spans
 
     def spans_between(self, text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
-        """`unit_spans(text[start:end])` for clean cuts: the text's own units between them."""
+        """The text's own unit spans between two clean cuts (offsets into `text`: shifted by
+        `start`, they are `unit_spans(text[start:end])`)."""
         spans = self._spans_of(text)
         lo = bisect_left(spans, (start, -1, False))
         hi = bisect_left(spans, (end, -1, False))
-        return [(a - start, b - start, ok) for a, b, ok in spans[lo:hi]]
+        return spans[lo:hi]
 
     def scan_of(self, text: str) -> TokenScan:
         scan = self.memo.scans.get(text)
@@ -257,16 +258,19 @@ class _Engine:
         hit = self.memo.middles.get(key)
         if hit is None:
             scan = self.scan_of(text)
-            clean = clean_cut(text, start) and clean_cut(text, end)
-            plan = Middle(
-                text[start:end],
-                _NO_VALUES,
-                score=self.memo.score,
-                tokens=self.memo.tokens,
-                scan=scan if clean else None,
-                offset=start,
-                spans=self.spans_between(text, start, end) if clean else None,
-            )
+            if clean_cut(text, start) and clean_cut(text, end):  # units located in the text
+                plan = Middle(
+                    text,
+                    _NO_VALUES,
+                    score=self.memo.score,
+                    tokens=self.memo.tokens,
+                    scan=scan,
+                    spans=self.spans_between(text, start, end),
+                )
+            else:
+                plan = Middle(
+                    text[start:end], _NO_VALUES, score=self.memo.score, tokens=self.memo.tokens
+                )
             hit = self.memo.middles[key] = (plan, middle_tokens(text, start, end, scan))
         return hit
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import accumulate, count
 
 from ahocorasick import Automaton
 
@@ -377,7 +379,11 @@ def _error_units(units: Sequence[str]) -> list[int]:
 
 class Middle:
     """A stub middle prepared once for `parts` at any budget: its distinct units, their fact
-    ranking, error flags, tokens and cover worths under one value map."""
+    ranking, error flags, tokens and cover worths under one value map.
+
+    Given `spans`, the units are those spans of `middle`, which may then be the whole text the
+    middle was cut from (`scan` being that text's scan and `offset` 0): no unit is copied twice.
+    """
 
     __slots__ = (
         "_at", "_chars", "_errors", "_first", "_least", "_ranked", "_tokens", "units", "values"
@@ -605,14 +611,9 @@ class KeyScanner:
 
 
 def _ends(texts: Sequence[str]) -> list[int]:
-    """Where each of `texts` ends in `_SEP.join(texts)`."""
-    ends: list[int] = []
-    at = 0
-    for text in texts:
-        at += len(text)
-        ends.append(at)
-        at += 1
-    return ends
+    """Where each of `texts` ends in `_SEP.join(texts)`: its length and those before it, plus
+    one separator per text before it."""
+    return list(map(operator.add, accumulate(map(len, texts)), count()))
 
 
 def _merged(

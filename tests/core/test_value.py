@@ -29,6 +29,7 @@ from factrail.core.value import (
     Middle,
     ValueContext,
     ValueParts,
+    _ends,
     lazy_cover,
     message_contexts,
     middle_tokens,
@@ -411,3 +412,12 @@ def test_pool_with_one_shared_index_equals_the_per_stub_definition(
     parts = [value_parts(m, 200, token_values(m, ctxs[i])) for i, m in enumerate(middles)]
     for contain in (True, False):
         assert pool(parts, side, contain=contain) == _pool_reference(parts, side, contain)
+
+
+@given(st.lists(st.text(alphabet="ab\x00é", max_size=5), max_size=8))
+def test_ends_are_where_each_text_ends_in_the_join(texts: list[str]) -> None:
+    joined = "\x00".join(texts)
+    ends = _ends(texts)
+    starts = [0, *(e + 1 for e in ends[:-1])][: len(texts)]
+    assert [joined[a:b] for a, b in zip(starts, ends, strict=True)] == texts
+    assert not texts or ends[-1] == len(joined)
