@@ -47,6 +47,7 @@ from factrail.core.value import (
     ValueContext,
     ValueParts,
     clean_cut,
+    contain_all,
     message_contexts,
     middle_tokens,
     pool,
@@ -309,11 +310,14 @@ class _Engine:
         for kind in range(1, len(TIERS)):
             stub = self.layout(text, is_error, kind)
             if stub is not None and self.selection.value:
-                _, wanted = self.skeleton(text, stub.head_end, stub.tail_start)
-                # The token-only terms of the values (the rest shifts with every turn).
-                token_values(
+                plan, wanted = self.skeleton(text, stub.head_end, stub.tail_start)
+                # The token-only terms of the values (the rest shifts with every turn), and the
+                # keys of those values contained in each unit (their order never shifts).
+                values = token_values(
                     text, _NO_CONTEXT, wanted, self.memo.own, self.scan_of(text).occurrences
                 )
+                if self.selection.pool and self.selection.contain:
+                    contain_all(plan, values)
         self.note(text, tool_use_id)
 
 

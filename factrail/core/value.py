@@ -314,6 +314,10 @@ class ValueParts:
     values: Mapping[str, float]
     tokens: Sequence[AbstractSet[str]] = field(default=(), compare=False)
     """The tokens of each unit when the planner knew them (else `pool` tokenises the units)."""
+    contained: dict[int, AbstractSet[str]] | None = field(default=None, compare=False)
+    """By unit index, the unit's tokens with the keys of `values` found aligned in it (what a
+    pooled candidate covers when containment counts): shared by every parts of one middle,
+    whose value maps all hold the same keys in the same order; `pool` fills what is missing."""
 
     def lines(self, picks: Iterable[int] | None = None) -> list[str]:
         """The kept lines in text order: pre plus `picks` (default: the greedy picks)."""
@@ -386,7 +390,8 @@ class Middle:
     """
 
     __slots__ = (
-        "_at", "_chars", "_errors", "_first", "_least", "_ranked", "_tokens", "units", "values"
+        "_at", "_chars", "_contained", "_errors", "_first", "_least", "_ranked", "_tokens",
+        "units", "values",
     )  # fmt: skip
 
     def __init__(
@@ -416,10 +421,12 @@ class Middle:
             self._tokens = _span_tokens(middle, spans, sorted(last.values()), scan, offset, tokens)
         self._chars = [len(u) for u in distinct]
         self._first = _first_worths(self._tokens, self._chars, values)
+        self._contained: dict[int, AbstractSet[str]] = {}
 
     def revalued(self, values: Mapping[str, float]) -> Middle:
-        """The same middle under another value map (units, ranks and tokens shared): a later
-        turn's values differ only by the result's distance and what the agent said since."""
+        """The same middle under another value map with the same keys in the same order (units,
+        ranks, tokens and contained tokens shared): a later turn's values differ only by the
+        result's distance and what the agent said since."""
         out = Middle.__new__(Middle)
         out.units, out._at, out._ranked, out._least = (
             self.units,
@@ -428,6 +435,7 @@ class Middle:
             self._least,
         )
         out._errors, out._tokens, out._chars = self._errors, self._tokens, self._chars
+        out._contained = self._contained
         out.values = values
         out._first = _first_worths(self._tokens, self._chars, values)
         return out
@@ -471,7 +479,9 @@ class Middle:
         rest = [k for k in range(len(self.units)) if k not in chosen]
         values = [self.values] * len(tokens)
         greedy = _cover(tokens, chars, values, self._first, rest, covered, cap - used)
-        return ValueParts(self.units, sorted(pre), greedy, rest, self.values, tokens)
+        return ValueParts(
+            self.units, sorted(pre), greedy, rest, self.values, tokens, self._contained
+        )
 
 
 def value_parts(
@@ -641,6 +651,39 @@ def _merged(
     return out
 
 
+def _contained(
+    index: KeyScanner, part: ValueParts, rest: list[str], own: list[AbstractSet[str]]
+) -> list[AbstractSet[str]]:
+    """`index.merged(rest, own, part.values)`, taking what `part.contained` holds already and
+    keeping what it did not (a unit's merge is its own: the aligned keys of `part.values` in
+    it, whatever other keys `index` holds)."""
+    cache = part.contained
+    if cache is None:
+        return index.merged(rest, own, part.values)
+    if not cache:  # a cold middle
+        got = index.merged(rest, own, part.values)
+        cache.update(zip(part.rest, got, strict=True))
+        return got
+    missing = [j for j, k in enumerate(part.rest) if k not in cache]
+    if missing:
+        found = index.merged([rest[j] for j in missing], [own[j] for j in missing], part.values)
+        for j, got in zip(missing, found, strict=True):
+            cache[part.rest[j]] = got
+    return [cache[k] for k in part.rest]
+
+
+def contain_all(middle: Middle, values: Mapping[str, float]) -> None:
+    """Fill `middle`'s contained tokens for every unit, under a value map holding the keys its
+    parts' maps will hold, in their order (a background preparation, ahead of `pool`)."""
+    if len(middle._contained) == len(middle.units):
+        return
+    parts = ValueParts(
+        middle.units, [], [], list(range(len(middle.units))), values, middle._tokens,
+        middle._contained,
+    )  # fmt: skip
+    _contained(KeyScanner(values), parts, middle.units, list(middle._tokens))
+
+
 def pool(
     parts: Sequence[ValueParts],
     side: Sequence[str],
@@ -666,7 +709,7 @@ def pool(
         if index is None:
             part_tokens = _merged(own, None, p.values)
         else:
-            part_tokens = index.merged(rest, own, p.values)
+            part_tokens = _contained(index, p, rest, own)
         part_chars = [len(u) for u in rest]
         first += _first_worths(part_tokens, part_chars, p.values)
         cand_tokens += part_tokens
