@@ -661,9 +661,9 @@ def _contained(
     if cache is None:
         return index.merged(rest, own, part.values)
     if not cache:  # a cold middle
-        got = index.merged(rest, own, part.values)
-        cache.update(zip(part.rest, got, strict=True))
-        return got
+        merged = index.merged(rest, own, part.values)
+        cache.update(zip(part.rest, merged, strict=True))
+        return merged
     missing = [j for j, k in enumerate(part.rest) if k not in cache]
     if missing:
         found = index.merged([rest[j] for j in missing], [own[j] for j in missing], part.values)
