@@ -249,7 +249,8 @@ append_index(PyObject *list, Py_ssize_t value)
     return rc;
 }
 
-/* token_scan(text) -> (occurrences, digit_starts, digit_found, word_starts, word_found) */
+/* token_scan(text) -> (occurrences, digit_starts, digit_found, word_starts, word_found), the
+ * last four as tuples */
 static PyObject *
 sp_token_scan(PyObject *Py_UNUSED(mod), PyObject *s)
 {
@@ -292,7 +293,21 @@ sp_token_scan(PyObject *Py_UNUSED(mod), PyObject *s)
             Py_DECREF(tok);
         }
     }
-    return Py_BuildValue("(NNNNN)", occ, lists[0], lists[1], lists[2], lists[3]);
+    /* Frozen as tuples of strs and ints: the collector never walks them. */
+    PyObject *fields[4];
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        fields[i] = settled(PyList_AsTuple(lists[i]));
+        ok = ok && fields[i] != NULL;
+        Py_DECREF(lists[i]);
+    }
+    if (!ok) {
+        for (int i = 0; i < 4; i++)
+            Py_XDECREF(fields[i]);
+        Py_DECREF(occ);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNNN)", occ, fields[0], fields[1], fields[2], fields[3]);
 fail:
     Py_XDECREF(occ);
     for (int i = 0; i < 4; i++)
@@ -304,16 +319,16 @@ fail:
 
 /* bisect.bisect_left over a list of ints. */
 static int
-bisect_left(PyObject *list, Py_ssize_t x, Py_ssize_t *at)
+bisect_left(PyObject *starts, Py_ssize_t x, Py_ssize_t *at)
 {
-    if (!PyList_Check(list)) {
-        PyErr_SetString(PyExc_TypeError, "token scan starts must be a list");
+    if (!PyTuple_Check(starts)) {
+        PyErr_SetString(PyExc_TypeError, "token scan starts must be a tuple");
         return -1;
     }
-    Py_ssize_t lo = 0, hi = PyList_GET_SIZE(list);
+    Py_ssize_t lo = 0, hi = PyTuple_GET_SIZE(starts);
     while (lo < hi) {
         Py_ssize_t mid = (lo + hi) / 2;
-        Py_ssize_t v = PyLong_AsSsize_t(PyList_GET_ITEM(list, mid));
+        Py_ssize_t v = PyLong_AsSsize_t(PyTuple_GET_ITEM(starts, mid));
         if (v == -1 && PyErr_Occurred())
             return -1;
         if (v < x)
@@ -341,8 +356,8 @@ scan_init(Scan *sc, PyObject *scan)
         sc->f[i] = PyObject_GetAttrString(scan, SCAN_FIELDS[i]);
         if (sc->f[i] == NULL)
             return -1;
-        if (!PyList_Check(sc->f[i])) {
-            PyErr_Format(PyExc_TypeError, "%s must be a list", SCAN_FIELDS[i]);
+        if (!PyTuple_Check(sc->f[i])) {
+            PyErr_Format(PyExc_TypeError, "%s must be a tuple", SCAN_FIELDS[i]);
             return -1;
         }
     }
@@ -368,10 +383,10 @@ scan_between(Scan *sc, Py_ssize_t start, Py_ssize_t end)
         Py_ssize_t lo, hi;
         if (bisect_left(starts, start, &lo) < 0 || bisect_left(starts, end, &hi) < 0)
             goto fail;
-        if (hi > PyList_GET_SIZE(found))
-            hi = PyList_GET_SIZE(found);
+        if (hi > PyTuple_GET_SIZE(found))
+            hi = PyTuple_GET_SIZE(found);
         for (Py_ssize_t k = lo; k < hi; k++)
-            if (PySet_Add(out, PyList_GET_ITEM(found, k)) < 0)
+            if (PySet_Add(out, PyTuple_GET_ITEM(found, k)) < 0)
                 goto fail;
     }
     PyObject *frozen = settled(PyFrozenSet_New(out));

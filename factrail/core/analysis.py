@@ -32,7 +32,7 @@ class Analysis:
     tokens: TokenSets = field(default_factory=TokenSets)
     own: dict[str, float] = field(default_factory=dict)
     """The token-only terms of a token's value."""
-    spans: dict[str, list[tuple[int, int, bool]]] = field(default_factory=dict)
+    spans: dict[str, tuple[tuple[int, int, bool], ...]] = field(default_factory=dict)
     scans: dict[str, TokenScan] = field(default_factory=dict)
     layouts: dict[tuple[str, bool, int, int], Stub | None] = field(default_factory=dict)
     """`(text, is_error, tier, head_chars)` → the stub cut (None: the text stays whole)."""

@@ -159,13 +159,13 @@ class _Engine:
         """`units(text)`, from spans memoised for the stub cuts that follow."""
         return [text[a:b] for a, b, _ in self._spans_of(text)]
 
-    def _spans_of(self, text: str) -> list[tuple[int, int, bool]]:
+    def _spans_of(self, text: str) -> tuple[tuple[int, int, bool], ...]:
         spans = self.memo.spans.get(text)
-        if spans is None:
-            spans = self.memo.spans[text] = unit_spans(text)
+        if spans is None:  # a tuple: kept, and no longer walked by the garbage collector
+            spans = self.memo.spans[text] = tuple(unit_spans(text))
         return spans
 
-    def spans_between(self, text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
+    def spans_between(self, text: str, start: int, end: int) -> tuple[tuple[int, int, bool], ...]:
         """The text's own unit spans between two clean cuts (offsets into `text`: shifted by
         `start`, they are `unit_spans(text[start:end])`)."""
         spans = self._spans_of(text)

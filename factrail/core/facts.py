@@ -500,14 +500,15 @@ class TokenScan:
     """Every kept candidate-token match of one text, from one scan of each token regex.
 
     `occurrences` is `token_occurrences(text)`; the matches of each regex are listed by start
-    offset, so the tokens of any stretch no token straddles are two slices of them.
+    offset, so the tokens of any stretch no token straddles are two slices of them. Tuples: a
+    session keeps its scans, and the garbage collector stops walking a tuple of strs and ints.
     """
 
     occurrences: dict[str, tuple[int, int]]
-    digit_starts: list[int]
-    digit_found: list[str]
-    word_starts: list[int]
-    word_found: list[str]
+    digit_starts: tuple[int, ...]
+    digit_found: tuple[str, ...]
+    word_starts: tuple[int, ...]
+    word_found: tuple[str, ...]
 
     def between(self, start: int, end: int) -> frozenset[str]:
         """The tokens of the matches that start in `[start, end)`, gathered in `toks` order."""
@@ -546,7 +547,7 @@ def token_scan(text: str) -> TokenScan:
             found.append(t)
         lists.append((starts, found))
     (ds, df), (ws, wf) = lists
-    return TokenScan(out, ds, df, ws, wf)
+    return TokenScan(out, tuple(ds), tuple(df), tuple(ws), tuple(wf))
 
 
 def toks(s: str) -> set[str]:

@@ -307,7 +307,7 @@ class ValueParts:
     index); `pre`, `greedy` and `rest` index into it (`rest` = every unit not in `pre`).
     """
 
-    units: list[str]
+    units: Sequence[str]
     pre: list[int]
     greedy: list[int]
     rest: list[int]
@@ -410,17 +410,21 @@ class Middle:
         all_units = [middle[a:b] for a, b, _ in spans]
         last = {u: i for i, u in enumerate(all_units)}
         distinct = [all_units[i] for i in sorted(last.values())]
-        self.units = distinct
+        # Tuples: a session keeps its middles, and the garbage collector stops walking a tuple
+        # once it holds nothing it tracks.
+        self.units: tuple[str, ...] = tuple(distinct)
         self.values = values
         self._at = {u: k for k, u in enumerate(distinct)}
-        self._ranked, self._least = _ranked(all_units, scores_of(all_units, score))
-        self._errors = _error_units(distinct)
+        ranked, least = _ranked(all_units, scores_of(all_units, score))
+        self._ranked, self._least = tuple(ranked), tuple(least)
+        self._errors = tuple(_error_units(distinct))
         if scan is None:
-            self._tokens = token_sets(distinct, tokens)
+            unit_tokens = token_sets(distinct, tokens)
         else:
-            self._tokens = _span_tokens(middle, spans, sorted(last.values()), scan, offset, tokens)
-        self._chars = [len(u) for u in distinct]
-        self._first = _first_worths(self._tokens, self._chars, values)
+            unit_tokens = _span_tokens(middle, spans, sorted(last.values()), scan, offset, tokens)
+        self._tokens: tuple[AbstractSet[str], ...] = tuple(unit_tokens)
+        self._chars = tuple(len(u) for u in distinct)
+        self._first = tuple(_first_worths(self._tokens, self._chars, values))
         self._contained: dict[int, AbstractSet[str]] = {}
 
     def revalued(self, values: Mapping[str, float]) -> Middle:
@@ -437,7 +441,7 @@ class Middle:
         out._errors, out._tokens, out._chars = self._errors, self._tokens, self._chars
         out._contained = self._contained
         out.values = values
-        out._first = _first_worths(self._tokens, self._chars, values)
+        out._first = tuple(_first_worths(self._tokens, self._chars, values))
         return out
 
     def _picks(self, budget: int) -> tuple[list[str], int]:
@@ -652,7 +656,7 @@ def _merged(
 
 
 def _contained(
-    index: KeyScanner, part: ValueParts, rest: list[str], own: list[AbstractSet[str]]
+    index: KeyScanner, part: ValueParts, rest: Sequence[str], own: Sequence[AbstractSet[str]]
 ) -> list[AbstractSet[str]]:
     """`index.merged(rest, own, part.values)`, taking what `part.contained` holds already and
     keeping what it did not (a unit's merge is its own: the aligned keys of `part.values` in
@@ -681,7 +685,7 @@ def contain_all(middle: Middle, values: Mapping[str, float]) -> None:
         middle.units, [], [], list(range(len(middle.units))), values, middle._tokens,
         middle._contained,
     )  # fmt: skip
-    _contained(KeyScanner(values), parts, middle.units, list(middle._tokens))
+    _contained(KeyScanner(values), parts, middle.units, middle._tokens)
 
 
 def pool(

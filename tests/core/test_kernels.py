@@ -79,7 +79,7 @@ def test_token_scan_keeps_what_the_regexes_keep(native: ModuleType) -> None:
         ("v1.2.3", (1, 36)),
         ("src/mod_a.py", (1, 18)),
     ]
-    assert (scan.digit_starts, scan.word_starts) == ([3, 36, 49], [18])
+    assert (scan.digit_starts, scan.word_starts) == ((3, 36, 49), (18,))
     assert _same(native, lambda: toks(text)) == {"req-0042af", "v1.2.3", "src/mod_a.py"}
 
 

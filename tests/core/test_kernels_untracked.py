@@ -22,6 +22,8 @@ def test_token_sets_and_scans_are_untracked(native: ModuleType) -> None:
     assert scan.occurrences
     assert not any(gc.is_tracked(v) for v in scan.occurrences.values())
     assert not gc.is_tracked(scan.occurrences)  # a dict of untracked values stays untracked
+    fields = (scan.digit_starts, scan.digit_found, scan.word_starts, scan.word_found)
+    assert all(fields) and not any(gc.is_tracked(f) for f in fields)
     assert not gc.is_tracked(native.between(scan, 0, len(TEXT)))
     sets = native.toks_each(TEXT.split("\n"))
     assert sets and not any(gc.is_tracked(s) for s in sets)

@@ -285,7 +285,7 @@ def _value_parts_reference(middle: str, budget: int, values: dict[str, float]) -
     rest = [k for k in range(len(distinct)) if k not in chosen]
     cands = [Candidate(frozenset(toks(distinct[k])), len(distinct[k]), values) for k in rest]
     greedy = [rest[j] for j in lazy_cover(cands, covered, cap - used)]
-    return ValueParts(distinct, sorted(pre), greedy, rest, values)
+    return ValueParts(tuple(distinct), sorted(pre), greedy, rest, values)
 
 
 ERROR_PIECE = r"error|failed|exception|traceback|denied|not found|timed out"
