@@ -2007,20 +2007,41 @@ add_found(PyObject *text, Py_ssize_t a, Py_ssize_t b, PyObject *findall, PyObjec
  * findall's order. No match holds a newline, and a newline stands for the start or the end of the
  * text to \b, so the matches of the text are those of its lines in turn: ASCII lines are scanned
  * here, any other line by `findall` itself. */
+/* Whether text[a:b] holds a mark phrase (facts._has_mark): "[factrail omitted " or
+ * "compaction truncated ". */
+static int
+has_mark_phrase(int kind, const void *data, Py_ssize_t a, Py_ssize_t b)
+{
+    static const char *const phrases[2] = {"[factrail omitted ", "compaction truncated "};
+    for (int p = 0; p < 2; p++) {
+        const char *w = phrases[p];
+        const Py_ssize_t len = (Py_ssize_t)strlen(w);
+        for (Py_ssize_t i = a; i + len <= b; i++) {
+            Py_ssize_t k = 0;
+            while (k < len && PyUnicode_READ(kind, data, i + k) == (Py_UCS4)(unsigned char)w[k])
+                k++;
+            if (k == len)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "fact_tokens(text, findall) takes 2 arguments");
+    if (nargs != 2 && nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "fact_tokens(text, findall[, is_mark])");
         return NULL;
     }
     PyObject *text = args[0], *findall = args[1];
+    PyObject *is_mark = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
     if (!PyUnicode_Check(text)) {
         PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    if (!PyCallable_Check(findall)) {
-        PyErr_SetString(PyExc_TypeError, "findall must be callable");
+    if (!PyCallable_Check(findall) || (is_mark != NULL && !PyCallable_Check(is_mark))) {
+        PyErr_SetString(PyExc_TypeError, "findall and is_mark must be callable");
         return NULL;
     }
     if (PyUnicode_READY(text) < 0)
@@ -2029,7 +2050,7 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
     if (out == NULL)
         return NULL;
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (PyUnicode_IS_ASCII(text)) {
+    if (PyUnicode_IS_ASCII(text) && is_mark == NULL) {
         if (add_fact_tokens(PyUnicode_1BYTE_DATA(text), n, out) < 0) {
             Py_DECREF(out);
             return NULL;
@@ -2052,9 +2073,25 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
                 ascii = 0;
             b++;
         }
-        int rc;
+        int rc = 0;
+        if (is_mark != NULL && has_mark_phrase(kind, data, a, b)) {
+            PyObject *line = PyUnicode_Substring(text, a, b);
+            PyObject *hit = line == NULL ? NULL : PyObject_CallOneArg(is_mark, line);
+            Py_XDECREF(line);
+            int skip = hit == NULL ? -1 : PyObject_IsTrue(hit);
+            Py_XDECREF(hit);
+            if (skip < 0) {
+                rc = -1;
+                goto done_line;
+            }
+            if (skip)
+                goto next_line;
+        }
         if (!ascii) {
             rc = add_found(text, a, b, findall, out);
+        }
+        else if (kind == PyUnicode_1BYTE_KIND) {
+            rc = add_fact_tokens((const unsigned char *)data + a, b - a, out);
         }
         else {
             if (b - a > room) {
@@ -2077,6 +2114,7 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
             Py_DECREF(out);
             return NULL;
         }
+    next_line:
         a = b + 1;
     }
     PyMem_Free(buf);
@@ -2346,7 +2384,8 @@ static PyMethodDef methods[] = {
     {"error_units", (PyCFunction)(void (*)(void))sp_error_units, METH_FASTCALL,
      "value._error_units(units) given _ERROR_PIECE.search."},
     {"fact_tokens", (PyCFunction)(void (*)(void))sp_fact_tokens, METH_FASTCALL,
-     "set(findall(text)) for findall = facts.FACT_TOKEN.findall, in findall's order."},
+     "set(findall(text)) for findall = facts.FACT_TOKEN.findall, in findall's order; with "
+     "is_mark, the lines holding a mark phrase that is_mark accepts are left out."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
     {"anchors_in", (PyCFunction)(void (*)(void))sp_anchors_in, METH_FASTCALL,
      "The anchors (ASCII, 2 chars or more) that occur in a text (redact._anchors_in)."},

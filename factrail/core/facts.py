@@ -482,10 +482,11 @@ def facts_reach(
 
 def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
-    if _has_mark(text):
+    marked = _has_mark(text)
+    if _C is not None:  # the kernel leaves out the mark lines itself
+        return _C.fact_tokens(text, FACT_TOKEN.findall, is_mark_line if marked else None)
+    if marked:
         text = "\n".join(line for line in text.split("\n") if not _is_mark(line))
-    if _C is not None:
-        return _C.fact_tokens(text, FACT_TOKEN.findall)
     return set(FACT_TOKEN.findall(text))
 
 

@@ -13,6 +13,7 @@ import heapq
 import math
 import operator
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -706,22 +707,22 @@ def pool(
     chars: list[int] = []
     values: list[Mapping[str, float]] = []
     first: list[float] = []
-    owner: list[tuple[int, int]] = []
-    for n, p in enumerate(parts):
-        rest = [p.units[k] for k in p.rest]
-        own = [p.tokens[k] for k in p.rest] if p.tokens else token_sets(rest, tokens)
+    starts: list[int] = []  # where each part's candidates start
+    for p in parts:
+        starts.append(len(chars))
+        rest = list(map(p.units.__getitem__, p.rest))
+        own = list(map(p.tokens.__getitem__, p.rest)) if p.tokens else token_sets(rest, tokens)
         if index is None:
             part_tokens = _merged(own, None, p.values)
         else:
             part_tokens = _contained(index, p, rest, own)
-        part_chars = [len(u) for u in rest]
+        part_chars = list(map(len, rest))
         first += _first_worths(part_tokens, part_chars, p.values)
         cand_tokens += part_tokens
         chars += part_chars
         values += [p.values] * len(rest)
-        owner += [(n, k) for k in p.rest]
     picks: list[list[int]] = [[] for _ in parts]
-    for j in _cover(cand_tokens, chars, values, first, range(len(owner)), covered, room):
-        n, k = owner[j]
-        picks[n].append(k)
+    for j in _cover(cand_tokens, chars, values, first, range(len(chars)), covered, room):
+        n = bisect_right(starts, j) - 1
+        picks[n].append(parts[n].rest[j - starts[n]])
     return picks

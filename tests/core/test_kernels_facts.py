@@ -14,8 +14,25 @@ from hypothesis import strategies as st
 
 from factrail.core import facts, tokens
 from factrail.core.facts import FACT_TOKEN, PATTERNS, FactScores
-from factrail.core.marks import note
+from factrail.core.marks import (
+    RERUN_DETAIL,
+    note,
+    saved_output_phrase,
+    stub_detail,
+    swap_full_output_note,
+)
 from tests.core.kernel_switch import kernels_set
+
+MARKS = [
+    swap_full_output_note(
+        note(812, stub_detail(False, 3), "toolu_1"),
+        "toolu_1",
+        saved_output_phrase("/srv/out/s1/toolu_1.txt"),
+    ),
+    note(40, RERUN_DETAIL, "call_0042af99"),
+    "[jev-compaction truncated 5120 chars of build/app_v2.bin 0xdeadbeef12]",
+]
+"""Mark lines (ours, saved and unsaved, and a legacy one) holding fact-token-like text."""
 
 FEW = settings(max_examples=400, deadline=None)
 LISTS = settings(max_examples=100, deadline=None)
@@ -147,9 +164,19 @@ def test_fact_tokens_are_the_findall_matches(native: ModuleType, text: str) -> N
     mixed = f"{text}\n… é {text}\n{text}"
     got = native.fact_tokens(mixed, FACT_TOKEN.findall)
     assert list(got) == list(set(FACT_TOKEN.findall(mixed)))
-    marked = f"{text}\n{note(12, '', 'toolu_1')}\n{text}"
+    marked = f"{text}\n{MARKS[0]}\n{text}"
     _same(native, lambda: facts.fact_tokens(text))
-    _same(native, lambda: facts.fact_tokens(marked))
+    got = _same(native, lambda: facts.fact_tokens(marked))
+    assert "/srv/out/s1/toolu_1.txt" not in got  # the mark line's path is no fact
+    # Lines holding a mark phrase without being mark lines stay; mark lines go, in a 2-byte
+    # text too, and at the text's very end.
+    near = "\n".join(
+        [f"see [factrail omitted 3 lines] of {text}", "compaction truncated log_2.txt 1234567",
+         f"Ж {text}", *MARKS, text, f"{MARKS[1]} trailing", MARKS[2]]
+    )  # fmt: skip
+    got = _same(native, lambda: facts.fact_tokens(near))
+    assert {"1234567", "40"} <= got  # from the near misses
+    assert not {"812", "/srv/out/s1/toolu_1.txt", "5120"} & got  # only ever in mark lines
 
 
 _LINE_SEPS = (", ", "; ", " | ", " ", "  ", "\t", "\\n", "\\", "\n", "\x1c", "\x0b", "\xa0",
