@@ -2271,8 +2271,9 @@ sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
             break;
         if (c >= '0' && c <= '9')
             digits++;
-        else if (c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f))
-            ;
+        else if (c < 128 ? c == ' ' || (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x1f)
+                         : Py_UNICODE_ISSPACE(c))
+            ; /* whitespace, non-ASCII too (`\s`), is free */
         else
             symbols++;
     }

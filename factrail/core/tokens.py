@@ -1,9 +1,10 @@
-"""Tokenizer-free token estimate: letter runs, digit runs and single symbols.
+r"""Tokenizer-free token estimate: letter runs, digit runs and single symbols.
 
-A run of L ASCII letters costs 1 + (L-1)//6, a run of digits L/2, any other non-space char 0.9
-(non-ASCII letters included); the sum is rounded up. `estimate_tokens` computes exactly that with
-byte-level counting (no per-token Python loop), so a 1 MB body costs a few milliseconds. See
-docs/tokens.md for the estimate's measured bias against a real BPE tokenizer.
+A run of L ASCII letters costs 1 + (L-1)//6, a run of digits L/2, any other char 0.9 (non-ASCII
+letters included) but whitespace (`\s`: non-ASCII spaces are free too); the sum is rounded up.
+`estimate_tokens` computes exactly that with byte-level counting (no per-token Python loop), so
+a 1 MB body costs a few milliseconds. See docs/tokens.md for the estimate's measured bias
+against a real BPE tokenizer.
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ def _runs_at_least(letters: bytes, n: int) -> int:
     return letters.count(b"N" + tail) + (1 if letters.startswith(tail) else 0)
 
 
+_WIDE_SPACE = re.compile(r"[^\S\x00-\x7f]")
+r"""Whitespace outside ASCII (a no-break space, an ideographic space, …): free, like `\s`."""
+
+
 def estimate_tokens(text: str) -> int:
     """Estimated token count of `text` (no tokenizer, no I/O)."""
     if _C is not None:
         return _C.estimate_tokens(text)
     if not text:
         return 0
+    if not text.isascii() and _WIDE_SPACE.search(text):
+        text = _WIDE_SPACE.sub(" ", text)  # one byte class each, as the table sees ASCII space
     classes = text.encode("utf-8", "surrogatepass").translate(_TABLE, _CONTINUATION)
     total = classes.count(b"D") / 2 + classes.count(b"S") * 0.9
     letters = classes.translate(_LETTER_OR_NOT)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factrail.core.tokens import TokenCache, estimate_tokens, estimate_tokens_reference
+from tests.core.kernel_switch import kernels_set
 
 
 def test_spec_examples() -> None:
@@ -29,13 +30,29 @@ def test_spec_examples() -> None:
         assert estimate_tokens_reference(text) == expected, text
 
 
-ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \t\n" + "éü中"
+ALPHABET = (
+    string.ascii_letters + string.digits + string.punctuation + " \t\n" + "éü中"
+    + "\xa0\u3000\x85\u2028\u200b\x1c\x0b²\U0001f600"
+)  # fmt: skip
+"""ASCII, non-ASCII letters, non-ASCII whitespace (and a zero-width space, which is none),
+ASCII separators, a non-ASCII digit and a 4-byte char."""
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=ALPHABET, max_size=400))
 def test_byte_counting_equals_regex_definition(text: str) -> None:
-    assert estimate_tokens(text) == estimate_tokens_reference(text)
+    """On the C kernel's path and on the byte-level Python's."""
+    want = estimate_tokens_reference(text)
+    with kernels_set(None):
+        assert estimate_tokens(text) == want
+    assert estimate_tokens(text) == want
+
+
+def test_non_ascii_whitespace_is_free() -> None:
+    for text in ("a\xa0b", "a\u3000b", "a\u2028b"):
+        assert estimate_tokens(text) == estimate_tokens("a b") == 2
+        with kernels_set(None):
+            assert estimate_tokens(text) == 2
 
 
 def test_cache_returns_the_same_figure_and_stays_bounded() -> None:
