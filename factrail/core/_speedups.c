@@ -2354,6 +2354,44 @@ sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* ---- the fact-score memo's key (facts.score_key) ------------------------------------------- */
+
+/* fold_digits(text) -> text.translate(_DIGIT_FOLD): every ASCII digit 2-9 as 0 (the text itself
+ * when it holds none). str.translate walks a non-ASCII text char by char through a dict. */
+static PyObject *
+sp_fold_digits(PyObject *Py_UNUSED(mod), PyObject *text)
+{
+    if (!PyUnicode_Check(text)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
+        return NULL;
+    }
+    if (PyUnicode_READY(text) < 0)
+        return NULL;
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t first = 0;
+    while (first < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, first);
+        if (c >= '2' && c <= '9')
+            break;
+        first++;
+    }
+    if (first == n)
+        return Py_NewRef(text);
+    PyObject *out = PyUnicode_New(n, PyUnicode_MAX_CHAR_VALUE(text));
+    if (out == NULL)
+        return NULL;
+    void *to = PyUnicode_DATA(out);
+    memcpy(to, data, (size_t)n * (size_t)kind);
+    for (Py_ssize_t i = first; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, to, i);
+        if (c >= '2' && c <= '9')
+            PyUnicode_WRITE(kind, to, i, '0');
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"estimate_tokens", sp_estimate_tokens, METH_O, "tokens.estimate_tokens."},
     {"token_scan", sp_token_scan, METH_O, "facts.token_scan's fields, in order."},
@@ -2388,6 +2426,7 @@ static PyMethodDef methods[] = {
      "set(findall(text)) for findall = facts.FACT_TOKEN.findall, in findall's order; with "
      "is_mark, the lines holding a mark phrase that is_mark accepts are left out."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
+    {"fold_digits", sp_fold_digits, METH_O, "facts.score_key: ASCII digits 2-9 as 0."},
     {"anchors_in", (PyCFunction)(void (*)(void))sp_anchors_in, METH_FASTCALL,
      "The anchors (ASCII, 2 chars or more) that occur in a text (redact._anchors_in)."},
     {NULL, NULL, 0, NULL},

@@ -502,7 +502,9 @@ def apply(
     )
     engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
     if selection.value:
-        engine.contexts = message_contexts(messages, engine.memo.tokens)
+        engine.contexts = message_contexts(
+            messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
+        )
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
     after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}

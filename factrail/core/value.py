@@ -14,7 +14,7 @@ import math
 import operator
 import re
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import accumulate, count
@@ -66,8 +66,17 @@ class ValueContext:
     reused: frozenset[str]
 
 
-def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict[str, ValueContext]:
-    """The value context of every result, by tool_use_id (a later duplicate wins)."""
+def message_contexts(
+    messages: Sequence[Message],
+    tokens: Tokens = toks,
+    text_tokens: Callable[[str], Collection[str]] | None = None,
+) -> dict[str, ValueContext]:
+    """The value context of every result, by tool_use_id (a later duplicate wins).
+
+    `text_tokens(text)` is `toks(text)` of a whole output, from a memo the caller keeps anyway
+    (its token scans): with the C kernels, scanning each output once beats finding what the
+    agent said in them with an Aho–Corasick pass (pyahocorasick walks non-ASCII text slowly).
+    """
     outs: list[tuple[int, str, str, str]] = []  # (event index, id, text, last input)
     spoken: list[tuple[int, str]] = []  # assistant texts and inputs, by event index
     user = ""
@@ -95,7 +104,10 @@ def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict
         for i, text in spoken:
             for t in tokens(text):
                 last_said[t] = i
-        intro = _first_held(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
+        if text_tokens is not None and _C is not None:
+            intro = _first_holding(((i, text) for i, _, text, _ in outs), last_said, text_tokens)
+        else:
+            intro = _first_held(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
     else:
         # Tokenise the outputs; find those tokens in what the agent said (a write's input may
         # be a whole file), newest first: the first found is the last said.
@@ -110,6 +122,29 @@ def message_contexts(messages: Sequence[Message], tokens: Tokens = toks) -> dict
         rid: ValueContext(input=inp, user=user, dist=total - k, reused=reused)
         for k, (_, rid, _, inp) in enumerate(outs)
     }
+
+
+def _first_holding(
+    texts: Iterable[tuple[int, str]],
+    wanted: Iterable[str],
+    text_tokens: Callable[[str], Collection[str]],
+) -> dict[str, int]:
+    """`_first_held` from each text's own tokens (no token spans a newline, so a text holds a
+    token as a token on some line exactly when the token is one of the text's)."""
+    out: dict[str, int] = {}
+    left = set(wanted)
+    for i, text in texts:
+        if not left:
+            break
+        held = text_tokens(text)
+        if len(held) < len(left):
+            found = [t for t in held if t in left]
+        else:
+            found = [t for t in left if t in held]
+        for t in found:
+            out[t] = i
+        left.difference_update(found)
+    return out
 
 
 def _first_held(

@@ -271,3 +271,20 @@ _ESTIMATE_PIECES = st.sampled_from(
 def test_estimate_tokens(native: ModuleType, text: str) -> None:
     """Every count and every float addition of the byte-level Python, code point by code point."""
     _same(native, lambda: tokens.estimate_tokens(text))
+
+
+_FOLD_ALPHABET = "0123456789abcXYZ .:/\n_-é٣\u0416\U0001f600"
+"""ASCII digits and others, a non-ASCII digit (never folded), 1-, 2- and 4-byte kinds."""
+
+
+@FEW
+@given(st.lists(st.text(_FOLD_ALPHABET, max_size=30), max_size=12))
+def test_digit_folding_is_translate(native: ModuleType, units: list[str]) -> None:
+    """`score_key(s)` is `s.translate(_DIGIT_FOLD)` on both paths, and the C result is a
+    canonical str (equal and hashing alike)."""
+    for unit in units:
+        want = unit.translate(facts._DIGIT_FOLD)
+        got = native.fold_digits(unit)
+        assert got == want and hash(got) == hash(want) and type(got) is str
+    _same(native, lambda: facts.score_keys(units))
+    _same(native, lambda: [facts.score_key(u) for u in units])

@@ -30,6 +30,8 @@ from factrail.core.value import (
     ValueContext,
     ValueParts,
     _ends,
+    _first_held,
+    _first_holding,
     lazy_cover,
     message_contexts,
     middle_tokens,
@@ -421,3 +423,21 @@ def test_ends_are_where_each_text_ends_in_the_join(texts: list[str]) -> None:
     starts = [0, *(e + 1 for e in ends[:-1])][: len(texts)]
     assert [joined[a:b] for a, b in zip(starts, ends, strict=True)] == texts
     assert not texts or ends[-1] == len(joined)
+
+
+_HELD_PIECES = st.sampled_from(
+    ["src/app.py", "src/app.py:12", "req-0042af", "build/app_v2.bin", "v1.2.3", "x", " ", "\n",
+     ":", "/", "é", "Ж", "0042af", "app_v2", "tests/test_a.py::case_1", "path/to/x_y"]
+)  # fmt: skip
+
+
+@given(
+    st.lists(st.lists(_HELD_PIECES, max_size=12).map("".join), max_size=6),
+    st.lists(_HELD_PIECES, max_size=8),
+)
+def test_first_holding_from_whole_texts_is_first_held(texts: list[str], wanted: list[str]) -> None:
+    """A text holds a token as a token on some line exactly when the token is one of the
+    whole text's (no token spans a newline)."""
+    numbered = list(enumerate(texts))
+    got = _first_holding(numbered, wanted, toks)
+    assert got == _first_held(numbered, wanted, toks)
