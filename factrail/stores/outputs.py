@@ -92,15 +92,9 @@ def _temp_name(path: Path) -> Path:
 def write_private(path: Path, data: bytes) -> None:
     """Write `data` to `path` atomically (temp file in the same folder, then rename), mode 0600."""
     temp = _temp_name(path)
-    fd = os.open(temp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    if not create_private(temp, data):
+        raise FileExistsError(f"temp file {temp} exists")
     try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -235,9 +229,10 @@ class OutputStore:
             temp: str | None = None
             try:
                 if not already_saved(path, data):
-                    temp = str(_temp_name(path))
-                    if not create_private(Path(temp), data):
-                        raise FileExistsError(f"temp file {temp} exists")
+                    temp_path = _temp_name(path)
+                    if not create_private(temp_path, data):
+                        raise FileExistsError(f"temp file {temp_path} exists")
+                    temp = str(temp_path)
             except OSError as e:
                 out[tool_use_id] = e
                 continue
