@@ -12,6 +12,7 @@ import contextlib
 import functools
 import gc
 import hashlib
+import logging
 import math
 import re
 import threading
@@ -63,6 +64,8 @@ from factrail.stores.state import (
     remember_answers,
     text_hash,
 )
+
+log = logging.getLogger("factrail.session")
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
 MAX_QUEUED_PREPARATIONS = 8
@@ -568,7 +571,11 @@ class SessionCompactor:
             and tool_use_id not in reapplied
             and not is_compacted(text)
         ]
-        return self.saver.stage(session, candidates)
+        try:
+            return self.saver.stage(session, candidates)
+        except Exception:  # the saver only ever saves time: never a reason not to compact
+            log.warning("could not stage outputs; saving in-line", exc_info=True)
+            return None
 
     def _save_outputs(
         self,
@@ -604,7 +611,10 @@ class SessionCompactor:
                 notes[tool_use_id] = note
         saved: dict[str, SavedOutput | OSError] = {}
         if staging is not None and self.saver is not None:
-            saved = self.saver.commit(staging, notes) or {}
+            try:
+                saved = self.saver.commit(staging, notes) or {}
+            except Exception:  # whatever the staging did, what is missing is saved in-line
+                log.warning("could not commit staged outputs; saving in-line", exc_info=True)
         rest = [(i, originals[i]) for i in notes if not isinstance(saved.get(i), SavedOutput)]
         if rest:
             saved.update(self.outputs.save_all(session, rest))

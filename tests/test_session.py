@@ -531,3 +531,24 @@ async def test_a_dead_saver_process_loses_nothing(tmp_path: Path) -> None:
         assert len(os.listdir(tmp_path / "outputs" / "sess")) == result.saved
     finally:
         c.close()
+
+
+class BrokenSaver(OutputSaver):
+    """A saver whose every call fails, as a bug in it would."""
+
+    def stage(self, session: str, outputs: Sequence[tuple[str, str]]) -> Staging | None:
+        raise RuntimeError("stage broke")
+
+
+async def test_a_broken_saver_never_fails_a_compaction(tmp_path: Path) -> None:
+    outputs = OutputStore(tmp_path / "outputs")
+    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
+    c = SessionCompactor(
+        config,
+        state=MemoryStateStore(),
+        outputs=outputs,
+        judge=RulesJudge(),
+        saver=BrokenSaver(outputs, min_chars=0),
+    )
+    result = await c.compact("sess", openai_chat.parse(chat(30)))
+    assert result.outcome == "compacted" and result.saved == result.reduced > 0

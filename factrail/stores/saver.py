@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -37,6 +38,8 @@ log = logging.getLogger("factrail.saver")
 
 MIN_STAGE_CHARS = 64 * 1024
 """Below this many chars of candidate outputs, saving in-line costs less than the round trip."""
+RETRY_S = 60.0
+"""How long to wait before starting a child again after one could not start."""
 COMMIT_TIMEOUT_S = 30.0
 """How long a compaction waits for its staging before saving in-line."""
 _HEADER = struct.Struct(">Q")
@@ -116,18 +119,25 @@ class OutputSaver:
         self._child: _Child | None = None
         self._ids = itertools.count()
         self._closed = False
+        self._retry_at = 0.0
+        """After a child that could not start, when to try again (monotonic seconds)."""
 
     def start(self) -> None:
         """Start the child (it is `ready` once it has answered its set-up)."""
         with self._lock:
             if self._closed or self._child is not None:
                 return
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "factrail.stores.saver"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                close_fds=True,
-            )
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "factrail.stores.saver"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    close_fds=True,
+                )
+            except (OSError, ValueError):
+                log.warning("the output saver process could not start", exc_info=True)
+                self._retry_at = time.monotonic() + RETRY_S
+                return
             child = self._child = _Child(proc)
         # The secrets go down the pipe, never on a command line.
         child.frames.put((str(self.store.root), self.store.known_secrets))
@@ -148,7 +158,7 @@ class OutputSaver:
         if not outputs or sum(len(text) for _, text in outputs) < self.min_chars:
             return None
         if not self.ready:
-            if self._child is None:
+            if self._child is None and time.monotonic() >= self._retry_at:
                 self.start()  # it died: a new one for the compactions to come
             return None
         child = self._child

@@ -4,6 +4,7 @@ while the rails run (a real spawned child)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,3 +138,20 @@ def test_a_dead_child_is_replaced_and_its_stagings_answer_none(tmp_path: Path) -
     again = s.stage("s", [("a", "x")])
     assert again is not None and isinstance(s.commit(again, ["a"]), dict)
     s.close()
+
+
+def test_a_child_that_cannot_start_leaves_saving_in_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[object] = []
+
+    def no_process(*args: object, **kwargs: object) -> None:
+        calls.append(args)
+        raise OSError(2, "No such file or directory")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    s = OutputSaver(OutputStore(tmp_path), min_chars=0)
+    s.start()  # logged, not raised
+    assert not s.ready
+    assert s.stage("s", [("a", "x")]) is None
+    assert len(calls) == 1  # no second try within RETRY_S
