@@ -899,8 +899,9 @@ sp_token_values(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "memo must be a dict");
         return NULL;
     }
-    if (!PyUnicode_Check(inp) || !PyUnicode_Check(user)) {
-        PyErr_SetString(PyExc_TypeError, "the input and the user text must be str");
+    if (!(PyUnicode_Check(inp) || PyAnySet_Check(inp)) ||
+        !(PyUnicode_Check(user) || PyAnySet_Check(user))) {
+        PyErr_SetString(PyExc_TypeError, "the input and the user text must be str or a set");
         return NULL;
     }
     long long size = PyLong_AsLongLong(args[6]);

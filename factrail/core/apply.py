@@ -25,6 +25,7 @@ from factrail.core.facts import (
     fact_lines,
     fact_tokens,
     token_scan,
+    token_substrings,
     unit_spans,
 )
 from factrail.core.marks import is_compacted
@@ -54,6 +55,10 @@ from factrail.core.value import (
     token_values,
 )
 
+SEARCH_SET_CHARS = 512
+"""Inputs and user texts this long are searched through `token_substrings`."""
+SEARCH_SET_CAP = 8
+"""… unless that set would hold more than this many substrings per char of the text."""
 INPUT_BRIEF_CHARS = 200
 RERUN_INPUT_CHARS = 160
 _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
@@ -154,6 +159,7 @@ class _Engine:
         self.memo = memo
         self.count = count
         self.contexts: dict[str, ValueContext] = {}
+        self.searchables: dict[str, AbstractSet[str] | str] = {}
 
     def units_of(self, text: str) -> list[str]:
         """`units(text)`, from spans memoised for the stub cuts that follow."""
@@ -284,9 +290,22 @@ class _Engine:
             text = slot.text
             skeleton, wanted = self.skeleton(text, *cut)
             seen = self.scan_of(text).occurrences
-            plan = skeleton.revalued(token_values(text, ctx, wanted, self.memo.own, seen))
+            values = token_values(text, ctx, wanted, self.memo.own, seen, self.searchable)
+            plan = skeleton.revalued(values)
             slot.middles[cut] = plan
         return plan
+
+    def searchable(self, text: str) -> AbstractSet[str] | str:
+        """`text`, or for a long one the set of its token substrings: the candidate tokens of
+        a result are looked up in its call's input and the user's text, each of thousands
+        would scan the text again."""
+        if len(text) < SEARCH_SET_CHARS:
+            return text
+        hit = self.searchables.get(text)
+        if hit is None:
+            subs = token_substrings(text, cap=SEARCH_SET_CAP * len(text))
+            hit = self.searchables[text] = text if subs is None else subs
+        return hit
 
     def next_move(self, slot: _Slot) -> tuple[float, int, int] | None:
         """(score, tier, gain) of the first stricter tier that saves tokens."""

@@ -78,6 +78,8 @@ _DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _DIG_OR_BREAK = re.compile(r"\n|[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _WRD_OR_BREAK = re.compile(r"\n|[A-Za-z_][A-Za-z0-9_./-]{7,}")
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_.:/@#-]{6,}")
+"""A run of the chars every candidate token is made of, long enough to hold one."""
 _HAS_DIGIT = re.compile(r"[0-9]")
 _ANY_DIGIT = re.compile(r"\d")
 _TRAILING = ".:,"
@@ -554,6 +556,22 @@ def token_scan(text: str) -> TokenScan:
         lists.append((starts, found))
     (ds, df), (ws, wf) = lists
     return TokenScan(out, tuple(ds), tuple(df), tuple(ws), tuple(wf))
+
+
+def token_substrings(text: str, cap: int) -> frozenset[str] | None:
+    """Every substring of 6 chars or more of `text`'s runs of token chars, or None when there
+    would be more than `cap` (a long run: a hash, a blob).
+
+    A candidate token (`toks`: only those chars, at least 6 of them) lies inside one such run
+    wherever it occurs, so it occurs in `text` exactly when it is in this set: one lookup, where
+    `token in text` scans the text again for each of thousands of tokens.
+    """
+    runs = [m.group() for m in _TOKEN_RUN.finditer(text)]
+    if sum((len(r) - 5) * (len(r) - 4) // 2 for r in runs) > cap:
+        return None
+    return frozenset(
+        r[a:b] for r in runs for a in range(len(r) - 5) for b in range(a + 6, len(r) + 1)
+    )
 
 
 def toks(s: str) -> set[str]:

@@ -227,11 +227,14 @@ def token_values(
     tokens: Iterable[str] | None = None,
     own: dict[str, float] | None = None,
     seen: Mapping[str, tuple[int, int]] | None = None,
+    find: Callable[[str], AbstractSet[str] | str] | None = None,
 ) -> dict[str, float]:
     """The value of each candidate token of the full result `text` (or of the given tokens).
 
     `own` memoises the token-only terms across calls (the sum keeps its left-to-right order,
-    so every value is the same float); `seen` is `token_occurrences(text)` when known.
+    so every value is the same float); `seen` is `token_occurrences(text)` when known; `find`
+    gives, for the input and the user text, what candidate tokens can be looked up in with
+    the same answers as in the text itself (`token_substrings`).
     """
     size = max(len(text), 1)
     if seen is None:
@@ -240,7 +243,11 @@ def token_values(
     memo: dict[str, float] = {} if own is None else own
     dist = _W9 * math.log1p(ctx.dist)
     whole = _W11 * math.log(size)
-    inp, user, reused = ctx.input, ctx.user, ctx.reused
+    inp: AbstractSet[str] | str = ctx.input
+    user: AbstractSet[str] | str = ctx.user
+    reused = ctx.reused
+    if find is not None:
+        inp, user = find(ctx.input), find(ctx.user)
     if _C is not None:
         return _C.token_values(wanted, memo, seen, inp, user, reused, size, dist, whole, _W, _Z0)
     log1p, exp = math.log1p, math.exp

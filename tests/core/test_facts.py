@@ -23,6 +23,7 @@ from factrail.core.facts import (
     scored_units,
     token_occurrences,
     token_sets,
+    token_substrings,
     toks,
     toks_each,
     unit_scores,
@@ -280,3 +281,24 @@ _MARK_PIECES = st.sampled_from(
 @given(st.lists(_MARK_PIECES, max_size=5).map("".join))
 def test_the_mark_prefilter_agrees_with_is_mark_line(line: str) -> None:
     assert _is_mark(line) == is_mark_line(line)
+
+
+_RUN_PIECES = st.sampled_from(
+    ["src/app.py:12", "req-0042af", "build/app_v2.bin", "v1.2.3", "x", " ", "\n", ":", "/",
+     "é", "Ж", "0042af", "app_v2", "a_b.c", "#@-", "\t", ",", "path/to/x_y", "1234567"]
+)  # fmt: skip
+
+
+@given(st.lists(_RUN_PIECES, max_size=14).map("".join), st.lists(_RUN_PIECES, max_size=14))
+def test_a_candidate_token_is_in_a_text_exactly_when_in_its_token_substrings(
+    text: str, pieces: list[str]
+) -> None:
+    subs = token_substrings(text, cap=10**9)
+    assert subs is not None
+    for t in toks("".join(pieces)) | toks(text):
+        assert (t in subs) == (t in text), t
+
+
+def test_token_substrings_give_up_past_their_cap() -> None:
+    assert token_substrings("x" * 40 + " " + "y" * 8, cap=10) is None
+    assert token_substrings("ab cd", cap=0) == frozenset()

@@ -6,6 +6,7 @@ import dataclasses
 import heapq
 import math
 import re
+from collections.abc import Set as AbstractSet
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from factrail.core.facts import (
     scored_units,
     token_occurrences,
     token_scan,
+    token_substrings,
     toks,
     units,
 )
@@ -441,3 +443,20 @@ def test_first_holding_from_whole_texts_is_first_held(texts: list[str], wanted: 
     numbered = list(enumerate(texts))
     got = _first_holding(numbered, wanted, toks)
     assert got == _first_held(numbered, wanted, toks)
+
+
+def test_token_values_are_the_same_when_looked_up_in_token_substrings() -> None:
+    """What `apply` does for a long input or user text (`_Engine.searchable`)."""
+    user = ("please look at req-0042af and src/app.py:12 again " * 30) + "build/app_v2.bin"
+    inp = '{"cmd": "cat build/app_v2.bin | grep req-0042af"}' * 12
+    ctx = ValueContext(input=inp, user=user, dist=4, reused=frozenset({"v1.2.3"}))
+    text = TEXT + "\nsrc/app.py:12 src/app.py v1.2.3 path/to/x_y app_v2.bin 0042afxyz\n"
+
+    def find(s: str) -> AbstractSet[str] | str:
+        return token_substrings(s, cap=10**9) or s
+
+    plain = token_values(text, ctx)
+    assert plain == token_values(text, ctx, find=find)
+    assert [v.hex() for v in plain.values()] == [
+        v.hex() for v in token_values(text, ctx, find=find).values()
+    ]
