@@ -146,18 +146,28 @@ class SqliteStateStore:
             )
 
     def _run(self, operation: str, run: Callable[[sqlite3.Connection], T], default: T) -> T:
-        """`run` on the connection under the lock; database and OS errors give `default`."""
+        """`run` on the connection under the lock; database and OS errors give `default`.
+
+        "database is locked" past the busy timeout is tried again, twice, on a new connection:
+        it comes when another process's connection sets the database up at the same moment
+        (journal mode, schema), where SQLite does not always wait. Every `run` is safe to repeat.
+        """
         with self._lock:
-            try:
-                result = run(self._connect())
-            except (sqlite3.Error, OSError, orjson.JSONEncodeError) as error:
-                self._disconnect()
-                level = logging.DEBUG if self._failing else logging.WARNING
-                log.log(level, "state store %s failed (%s): %s", operation, self.path, error)
-                self._failing = True
-                return default
-            self._failing = False
-            return result
+            for attempt in range(LOCKED_RETRIES + 1):
+                try:
+                    result = run(self._connect())
+                except (sqlite3.Error, OSError, orjson.JSONEncodeError) as error:
+                    self._disconnect()
+                    if attempt < LOCKED_RETRIES and _locked(error):
+                        time.sleep(LOCKED_PAUSE_S * (attempt + 1))
+                        continue
+                    level = logging.DEBUG if self._failing else logging.WARNING
+                    log.log(level, "state store %s failed (%s): %s", operation, self.path, error)
+                    self._failing = True
+                    return default
+                self._failing = False
+                return result
+            raise AssertionError("unreachable")
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -186,6 +196,15 @@ class SqliteStateStore:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+
+LOCKED_RETRIES = 2
+LOCKED_PAUSE_S = 0.05
+
+
+def _locked(error: BaseException) -> bool:
+    """Whether `error` is SQLite's busy answer ("database is locked")."""
+    return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
 
 
 def _create_private_file(path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 import stat
 import threading
 from collections.abc import Callable
@@ -282,3 +283,29 @@ def test_open_state_store_names_missing_redis() -> None:
 def test_default_state_url() -> None:
     assert default_state_url({"XDG_CACHE_HOME": "/c"}) == "sqlite:///c/factrail/state.db"
     assert default_state_url({}) == "memory://"
+
+
+def test_sqlite_tries_a_locked_database_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process setting the database up at the same moment can answer "locked" at once;
+    the store tries again on a new connection instead of losing the save."""
+
+    class Contended(SqliteStateStore):
+        refusals = 2
+
+        def _connect(self) -> sqlite3.Connection:
+            if self.refusals:
+                self.refusals -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return super()._connect()
+
+    store = Contended(tmp_path / "s.db")
+    store.save("s", sample_state())
+    assert store.load("s") is not None
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    store.refusals = 3  # past the retries: logged, not raised
+    store.close()
+    store.save("t", sample_state())
+    assert any("locked" in r.getMessage() for r in caplog.records)
+    store.close()
