@@ -215,10 +215,11 @@ class OutputSaver:
             stdin.close()
 
     def _read(self, child: _Child) -> None:
-        """The reader thread: the child's answers to their futures until its output ends."""
+        """The reader thread: the child's answers to their futures until its output ends (or
+        can no longer be read: the child then counts as gone, and its input is closed)."""
         stdout = child.proc.stdout
         assert stdout is not None
-        with contextlib.suppress(EOFError, OSError, pickle.UnpicklingError, ValueError):
+        with contextlib.suppress(Exception):
             while True:
                 key, got = _receive(stdout)
                 if key is None:

@@ -155,3 +155,27 @@ def test_a_child_that_cannot_start_leaves_saving_in_line(
     assert not s.ready
     assert s.stage("s", [("a", "x")]) is None
     assert len(calls) == 1  # no second try within RETRY_S
+
+
+def test_an_answer_that_cannot_be_read_ends_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import factrail.stores.saver as saver_module
+
+    s = OutputSaver(OutputStore(tmp_path / "o"), min_chars=0)
+    s.start()
+    deadline = time.monotonic() + 60
+    while not s.ready and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = s._child
+    assert child is not None
+
+    def unreadable(stream: object) -> object:
+        raise AttributeError("an answer of an unknown class")
+
+    monkeypatch.setattr(saver_module, "_receive", unreadable)
+    staging = s.stage("s", [("a", "x")])  # answered through the reader's pending read ...
+    assert staging is not None and isinstance(s.commit(staging, ["a"]), dict)
+    child.proc.wait(timeout=30)  # ... whose next read fails: the child's input is closed
+    assert child.gone and not s.ready
+    s.close()
