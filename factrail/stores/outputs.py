@@ -145,6 +145,24 @@ def already_saved(path: Path, data: bytes) -> bool:
         return False
 
 
+def _file(folder: Path, tool_use_id: str) -> Path:
+    """The file of `tool_use_id`'s output in a session's folder."""
+    return folder / (sanitise_name(tool_use_id) + SUFFIX)
+
+
+def _saved(path: Path, size: int, truncated: bool, redactions: dict[str, int]) -> SavedOutput:
+    """What was saved at `path` (its id is `<folder>/<file name without .txt>`)."""
+    oid = f"{path.parent.name}/{path.name.removesuffix(SUFFIX)}"
+    return SavedOutput(path, oid, size, truncated, redactions)
+
+
+def _discard_temp(staged: Staged) -> None:
+    """Remove a staged output's temp file, if it has one."""
+    if staged.temp is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(staged.temp)
+
+
 class OutputStore:
     """Saved full outputs under one root folder (default: `cache_root()/outputs`)."""
 
@@ -160,7 +178,7 @@ class OutputStore:
 
     def path_for(self, session: str, tool_use_id: str) -> Path:
         """Absolute path of the file for this session and tool call."""
-        return self.root / sanitise_name(session) / (sanitise_name(tool_use_id) + SUFFIX)
+        return _file(self.root / sanitise_name(session), tool_use_id)
 
     def paths_for(self, session: str, tool_use_ids: Iterable[str]) -> dict[str, str]:
         """`str(path_for(session, i))` of each id, the session's folder made once."""
@@ -182,31 +200,24 @@ class OutputStore:
     ) -> dict[str, SavedOutput | OSError]:
         """`save` of each `(tool_use_id, text)` of one session, the folders made private once:
         what was saved, or the error that kept it from being saved, by id."""
-        out: dict[str, SavedOutput | OSError] = {}
-        folder_name = sanitise_name(session)
-        folder = self.root / folder_name
         try:
-            ensure_private_dir(self.root)
-            ensure_private_dir(folder)
+            folder = self._private_folder(session)
         except OSError as e:
             return {tool_use_id: e for tool_use_id, _ in outputs}
+        out: dict[str, SavedOutput | OSError] = {}
         for tool_use_id, text in outputs:
-            redacted = redact(text, self._known)
-            data, truncated = cap_bytes(redacted.text)
-            name = sanitise_name(tool_use_id)
-            path = folder / (name + SUFFIX)  # `path_for`, the session's part made once
+            data, truncated, redactions = self._redacted(text)
+            path = _file(folder, tool_use_id)
             try:
-                if create_private(path, data):
-                    pass
-                elif already_saved(path, data):
-                    os.utime(path)  # saved again now: the expiry counts from here
-                else:
-                    write_private(path, data)
+                if not create_private(path, data):
+                    if already_saved(path, data):
+                        os.utime(path)  # saved again now: the expiry counts from here
+                    else:
+                        write_private(path, data)
             except OSError as e:
                 out[tool_use_id] = e
                 continue
-            oid = f"{folder_name}/{name}"  # `output_id`
-            out[tool_use_id] = SavedOutput(path, oid, len(data), truncated, dict(redacted.families))
+            out[tool_use_id] = _saved(path, len(data), truncated, redactions)
         return out
 
     def stage_all(
@@ -215,17 +226,14 @@ class OutputStore:
         """Redact and write each `(tool_use_id, text)` under a temp name beside where `save`
         would put it, before anyone knows which will be needed (a child process does this
         while the rails run); `commit` then keeps the needed ones and removes the rest."""
-        out: dict[str, Staged | OSError] = {}
-        folder = self.root / sanitise_name(session)
         try:
-            ensure_private_dir(self.root)
-            ensure_private_dir(folder)
+            folder = self._private_folder(session)
         except OSError as e:
             return {tool_use_id: e for tool_use_id, _ in outputs}
+        out: dict[str, Staged | OSError] = {}
         for tool_use_id, text in outputs:
-            redacted = redact(text, self._known)
-            data, truncated = cap_bytes(redacted.text)
-            path = folder / (sanitise_name(tool_use_id) + SUFFIX)
+            data, truncated, redactions = self._redacted(text)
+            path = _file(folder, tool_use_id)
             temp: str | None = None
             try:
                 if not already_saved(path, data):
@@ -236,7 +244,7 @@ class OutputStore:
             except OSError as e:
                 out[tool_use_id] = e
                 continue
-            out[tool_use_id] = Staged(temp, len(data), truncated, dict(redacted.families))
+            out[tool_use_id] = Staged(temp, len(data), truncated, redactions)
         return out
 
     def commit(
@@ -245,35 +253,40 @@ class OutputStore:
         """Put the staged outputs of `needed` in place (a rename each; an identical file only
         has its age refreshed) and remove every other staged file: what was saved, by id."""
         out: dict[str, SavedOutput | OSError] = {}
-        folder_name = sanitise_name(session)
-        folder = self.root / folder_name
+        folder = self.root / sanitise_name(session)
         for tool_use_id, got in staged.items():
             if isinstance(got, OSError):
                 if tool_use_id in needed:
                     out[tool_use_id] = got
                 continue
             if tool_use_id not in needed:
-                if got.temp is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(got.temp)
+                _discard_temp(got)
                 continue
-            name = sanitise_name(tool_use_id)
-            path = folder / (name + SUFFIX)
+            path = _file(folder, tool_use_id)
             try:
                 if got.temp is None:
                     os.utime(path)  # saved again now: the expiry counts from here
                 else:
                     os.replace(got.temp, path)
             except OSError as e:
-                if got.temp is not None:
-                    with contextlib.suppress(OSError):
-                        os.unlink(got.temp)
+                _discard_temp(got)
                 out[tool_use_id] = e
                 continue
-            out[tool_use_id] = SavedOutput(
-                path, f"{folder_name}/{name}", got.bytes_written, got.truncated, got.redactions
-            )
+            out[tool_use_id] = _saved(path, got.bytes_written, got.truncated, got.redactions)
         return out
+
+    def _private_folder(self, session: str) -> Path:
+        """The session's folder, it and the root made private (OSError when they cannot be)."""
+        folder = self.root / sanitise_name(session)
+        ensure_private_dir(self.root)
+        ensure_private_dir(folder)
+        return folder
+
+    def _redacted(self, text: str) -> tuple[bytes, bool, dict[str, int]]:
+        """What is saved of `text`: redacted, capped bytes, whether cut, redactions by family."""
+        redacted = redact(text, self._known)
+        data, truncated = cap_bytes(redacted.text)
+        return data, truncated, dict(redacted.families)
 
     def get(self, output_id: str) -> str | None:
         """The saved text for a well-formed output id, or None (bad id, missing, unreadable)."""

@@ -15,6 +15,7 @@ time, it can never lose an output.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -86,16 +87,6 @@ class Staging:
 
     session: str
     answer: Future[StagedBatch]
-
-
-def _discard(answer: Future[StagedBatch]) -> None:
-    """Remove what a staging nobody will commit wrote."""
-    if answer.cancelled() or answer.exception() is not None:
-        return
-    for got in answer.result().values():
-        if isinstance(got, Staged) and got.temp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(got.temp)
 
 
 @dataclass
@@ -183,12 +174,17 @@ class OutputSaver:
             staged = staging.answer.result(timeout=timeout)
         except FutureTimeout:
             log.warning("the output saver is too slow; saving in-line")
-            staging.answer.add_done_callback(_discard)
+            staging.answer.add_done_callback(functools.partial(self._discard, staging.session))
             return None
         except Exception:
             log.warning("the output saver failed; saving in-line", exc_info=True)
             return None
         return self.store.commit(staging.session, staged, set(needed))
+
+    def _discard(self, session: str, answer: Future[StagedBatch]) -> None:
+        """Remove what a staging nobody will commit wrote (a commit of none of it)."""
+        if not answer.cancelled() and answer.exception() is None:
+            self.store.commit(session, answer.result(), frozenset())
 
     def close(self) -> None:
         """Stop the child: its input closes, it finishes what it was doing and exits."""
