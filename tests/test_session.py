@@ -28,6 +28,7 @@ from factrail.session import (
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 from factrail.stores.saver import COMMIT_TIMEOUT_S, OutputSaver, Saved, Staging
+from tests.stores.saver_support import started
 
 
 def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, Any]]:
@@ -62,15 +63,21 @@ def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, 
 
 
 def compactor(
-    trigger: int, tmp_path: Path | None = None, judge: Any = None
+    trigger: int,
+    tmp_path: Path | None = None,
+    judge: Any = None,
+    saver: OutputSaver | None = None,
 ) -> tuple[SessionCompactor, MemoryStateStore]:
+    """A compactor over memory state; outputs under `tmp_path`, or the saver's store."""
     store = MemoryStateStore()
     outputs = OutputStore(tmp_path / "outputs") if tmp_path is not None else None
+    if saver is not None:
+        outputs = saver.store
     config = CompactorConfig(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0)
-    return (
-        SessionCompactor(config, state=store, outputs=outputs, judge=judge or RulesJudge()),
-        store,
+    compactor = SessionCompactor(
+        config, state=store, outputs=outputs, judge=judge or RulesJudge(), saver=saver
     )
+    return compactor, store
 
 
 def texts(messages: Sequence[dict[str, Any]]) -> list[Any]:
@@ -301,7 +308,6 @@ async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path:
 
 async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:
     import os
-    import time
 
     old = tmp_path / "outputs" / "gone" / "call_x.txt"
     old.parent.mkdir(parents=True)
@@ -480,51 +486,35 @@ async def test_a_saver_process_saves_exactly_what_saving_in_line_saves(tmp_path:
     wire = chat(40)
     wire[5]["content"] += " token " + "sk-" + "proj-" + "Zx9" * 12  # a secret to redact
     wire[3]["content"] = "ok"  # too short to reduce: staged, then removed
-    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
-    saver = CountingSaver(OutputStore(tmp_path / "ahead"), min_chars=0)
-    saver.start()
+    saver = started(CountingSaver(OutputStore(tmp_path / "ahead" / "outputs"), min_chars=0))
     try:
-        deadline = time.monotonic() + 60
-        while not saver.ready and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert saver.ready
-        results = []
-        for name, helper in (("inline", None), ("ahead", saver)):
-            outputs = helper.store if helper else OutputStore(tmp_path / name)
-            c = SessionCompactor(
-                config, state=MemoryStateStore(), outputs=outputs, judge=RulesJudge(), saver=helper
-            )
-            results.append(await c.compact("sess", openai_chat.parse(wire)))
-        inline, ahead = results
+        c, _ = compactor(16000, tmp_path / "inline")
+        inline = await c.compact("sess", openai_chat.parse(wire))
+        c, _ = compactor(16000, saver=saver)
+        ahead = await c.compact("sess", openai_chat.parse(wire))
         assert len(saver.committed) == 1 and saver.committed[0] is not None  # staged ahead
         assert len(saver.committed[0]) == ahead.saved
         assert ahead.outcome == inline.outcome == "compacted"
         assert ahead.saved == inline.saved > 0 and ahead.redactions == inline.redactions
-        swap = json.dumps(inline.document).replace(str(tmp_path / "inline"), str(saver.store.root))
+        swap = json.dumps(inline.document).replace(
+            str(tmp_path / "inline"), str(tmp_path / "ahead")
+        )
         assert json.dumps(ahead.document) == swap
-        left = sorted(os.listdir(tmp_path / "inline" / "sess"))
+        left = sorted(os.listdir(tmp_path / "inline" / "outputs" / "sess"))
         assert sorted(os.listdir(saver.store.root / "sess")) == left  # no temp file stays
         for name in left:
-            want = (tmp_path / "inline" / "sess" / name).read_bytes()
+            want = (tmp_path / "inline" / "outputs" / "sess" / name).read_bytes()
             assert (saver.store.root / "sess" / name).read_bytes() == want
     finally:
         saver.close()
 
 
 async def test_a_dead_saver_process_loses_nothing(tmp_path: Path) -> None:
-    outputs = OutputStore(tmp_path / "outputs")
-    saver = OutputSaver(outputs, min_chars=0)
-    saver.start()
-    deadline = time.monotonic() + 60
-    while not saver.ready and time.monotonic() < deadline:
-        time.sleep(0.05)
+    saver = started(OutputSaver(OutputStore(tmp_path / "outputs"), min_chars=0))
     assert saver._child is not None
     saver._child.proc.kill()
     saver._child.proc.wait()
-    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
-    c = SessionCompactor(
-        config, state=MemoryStateStore(), outputs=outputs, judge=RulesJudge(), saver=saver
-    )
+    c, _ = compactor(16000, saver=saver)
     try:
         result = await c.compact("sess", openai_chat.parse(chat(30)))
         assert result.outcome == "compacted" and result.saved == result.reduced > 0
@@ -541,14 +531,6 @@ class BrokenSaver(OutputSaver):
 
 
 async def test_a_broken_saver_never_fails_a_compaction(tmp_path: Path) -> None:
-    outputs = OutputStore(tmp_path / "outputs")
-    config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0, rearm_tokens=0)
-    c = SessionCompactor(
-        config,
-        state=MemoryStateStore(),
-        outputs=outputs,
-        judge=RulesJudge(),
-        saver=BrokenSaver(outputs, min_chars=0),
-    )
+    c, _ = compactor(16000, saver=BrokenSaver(OutputStore(tmp_path / "outputs"), min_chars=0))
     result = await c.compact("sess", openai_chat.parse(chat(30)))
     assert result.outcome == "compacted" and result.saved == result.reduced > 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import httpx
@@ -21,6 +20,7 @@ from factrail.stores.outputs import OutputStore
 from factrail.stores.saver import OutputSaver
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
 from tests.app.test_proxy import chat_body
+from tests.stores.saver_support import started
 
 
 def test_health_and_readiness(client: TestClient) -> None:
@@ -123,8 +123,5 @@ def test_the_saver_process_lives_as_long_as_the_app(tmp_path: Path, setting: str
             assert saver is None
             return
         assert isinstance(saver, OutputSaver) and saver.store.root == tmp_path
-        deadline = time.monotonic() + 60
-        while not saver.ready and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert saver.ready
+        started(saver)  # the app started it: this waits for its answer
     assert not saver.ready and saver._child is None  # closed with the app

@@ -13,6 +13,7 @@ import pytest
 
 from factrail.stores.outputs import OutputStore, SavedOutput, Staged
 from factrail.stores.saver import OutputSaver
+from tests.stores.saver_support import started
 
 SECRET = "sk-" + "proj-" + "A1b2C3d4" * 4  # assembled at run time: no key-shaped literal
 
@@ -69,12 +70,7 @@ def test_a_staging_error_reaches_the_caller_only_when_needed(store: OutputStore)
 @pytest.fixture(scope="module")
 def saver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OutputSaver]:
     root = tmp_path_factory.mktemp("saver") / "outputs"
-    s = OutputSaver(OutputStore(root, ["hunter2-known-value"]), min_chars=0)
-    s.start()
-    deadline = time.monotonic() + 60
-    while not s.ready and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert s.ready, "the saver process did not start"
+    s = started(OutputSaver(OutputStore(root, ["hunter2-known-value"]), min_chars=0))
     yield s
     s.close()
 
@@ -118,11 +114,7 @@ def test_a_staging_given_up_on_leaves_no_files(saver: OutputSaver) -> None:
 
 
 def test_a_dead_child_is_replaced_and_its_stagings_answer_none(tmp_path: Path) -> None:
-    s = OutputSaver(OutputStore(tmp_path / "o"), min_chars=0)
-    s.start()
-    deadline = time.monotonic() + 60
-    while not s.ready and time.monotonic() < deadline:
-        time.sleep(0.05)
+    s = started(OutputSaver(OutputStore(tmp_path / "o"), min_chars=0))
     child = s._child
     assert child is not None
     child.proc.kill()
@@ -162,11 +154,7 @@ def test_an_answer_that_cannot_be_read_ends_the_child(
 ) -> None:
     import factrail.stores.saver as saver_module
 
-    s = OutputSaver(OutputStore(tmp_path / "o"), min_chars=0)
-    s.start()
-    deadline = time.monotonic() + 60
-    while not s.ready and time.monotonic() < deadline:
-        time.sleep(0.05)
+    s = started(OutputSaver(OutputStore(tmp_path / "o"), min_chars=0))
     child = s._child
     assert child is not None
 
