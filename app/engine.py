@@ -6,7 +6,6 @@ The gateway depends on the `Engine` bundle only, so tests inject fakes and the r
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -44,8 +43,6 @@ class Compactor(Protocol):
         """Stop what the compactor started (worker threads, the saver process)."""
         ...
 
-
-log = logging.getLogger("factrail.app")
 
 SessionKey = Callable[[str | None, Document, str], str]
 Parser = Callable[[Any], Document]
@@ -150,11 +147,7 @@ def build_engine(
     saver = None
     if outputs is not None and settings.save_outputs and wants_saver(settings.save_process):
         saver = OutputSaver(outputs)
-        try:
-            saver.start()
-        except OSError:  # no saver, outputs saved in-line: never a reason not to compact
-            log.warning("the output saver process could not start", exc_info=True)
-            saver = None
+        saver.start()  # one that cannot start logs it, and outputs are saved in-line
     compactor = SessionCompactor(
         compactor_config(settings),
         state=state,

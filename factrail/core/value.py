@@ -699,36 +699,34 @@ def _merged(
 
 
 def _contained(
-    index: KeyScanner, part: ValueParts, rest: Sequence[str], own: Sequence[AbstractSet[str]]
+    index: KeyScanner,
+    values: Mapping[str, float],
+    cache: dict[int, AbstractSet[str]] | None,
+    at: Sequence[int],
+    rest: Sequence[str],
+    own: Sequence[AbstractSet[str]],
 ) -> list[AbstractSet[str]]:
-    """`index.merged(rest, own, part.values)`, taking what `part.contained` holds already and
-    keeping what it did not (a unit's merge is its own: the aligned keys of `part.values` in
-    it, whatever other keys `index` holds)."""
-    cache = part.contained
+    """`index.merged(rest, own, values)` for the units `rest` (indexes `at` of their middle),
+    taking what `cache` holds already and keeping there what it did not: a unit's merge is its
+    own (the aligned keys of `values` in it, whatever other keys `index` holds)."""
     if cache is None:
-        return index.merged(rest, own, part.values)
-    if not cache:  # a cold middle
-        merged = index.merged(rest, own, part.values)
-        cache.update(zip(part.rest, merged, strict=True))
-        return merged
-    missing = [j for j, k in enumerate(part.rest) if k not in cache]
-    if missing:
-        found = index.merged([rest[j] for j in missing], [own[j] for j in missing], part.values)
-        for j, got in zip(missing, found, strict=True):
-            cache[part.rest[j]] = got
-    return [cache[k] for k in part.rest]
+        return index.merged(rest, own, values)
+    missing = [j for j, k in enumerate(at) if k not in cache] if cache else range(len(at))
+    if len(missing) == len(at):  # a cold middle: no sub-lists to build
+        cache.update(zip(at, index.merged(rest, own, values), strict=True))
+    elif missing:
+        found = index.merged([rest[j] for j in missing], [own[j] for j in missing], values)
+        cache.update(zip((at[j] for j in missing), found, strict=True))
+    return [cache[k] for k in at]
 
 
 def contain_all(middle: Middle, values: Mapping[str, float]) -> None:
     """Fill `middle`'s contained tokens for every unit, under a value map holding the keys its
     parts' maps will hold, in their order (a background preparation, ahead of `pool`)."""
-    if len(middle._contained) == len(middle.units):
-        return
-    parts = ValueParts(
-        middle.units, [], [], list(range(len(middle.units))), values, middle._tokens,
-        middle._contained,
-    )  # fmt: skip
-    _contained(KeyScanner(values), parts, middle.units, middle._tokens)
+    if len(middle._contained) < len(middle.units):
+        every = range(len(middle.units))
+        index = KeyScanner(values)
+        _contained(index, values, middle._contained, every, middle.units, middle._tokens)
 
 
 def pool(
@@ -757,7 +755,7 @@ def pool(
         if index is None:
             part_tokens = _merged(own, None, p.values)
         else:
-            part_tokens = _contained(index, p, rest, own)
+            part_tokens = _contained(index, p.values, p.contained, p.rest, rest, own)
         part_chars = list(map(len, rest))
         first += _first_worths(part_tokens, part_chars, p.values)
         cand_tokens += part_tokens
