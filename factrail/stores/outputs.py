@@ -145,9 +145,14 @@ def already_saved(path: Path, data: bytes) -> bool:
         return False
 
 
+def _file_name(tool_use_id: str) -> str:
+    """The name of `tool_use_id`'s output file in its session's folder."""
+    return sanitise_name(tool_use_id) + SUFFIX
+
+
 def _file(folder: Path, tool_use_id: str) -> Path:
     """The file of `tool_use_id`'s output in a session's folder."""
-    return folder / (sanitise_name(tool_use_id) + SUFFIX)
+    return folder / _file_name(tool_use_id)
 
 
 def _saved(path: Path, size: int, truncated: bool, redactions: dict[str, int]) -> SavedOutput:
@@ -183,7 +188,7 @@ class OutputStore:
     def paths_for(self, session: str, tool_use_ids: Iterable[str]) -> dict[str, str]:
         """`str(path_for(session, i))` of each id, the session's folder made once."""
         folder = os.path.join(self.root, sanitise_name(session))
-        return {i: os.path.join(folder, sanitise_name(i) + SUFFIX) for i in tool_use_ids}
+        return {i: os.path.join(folder, _file_name(i)) for i in tool_use_ids}
 
     def save(self, session: str, tool_use_id: str, text: str) -> SavedOutput:
         """Save the original `text` redacted for credentials, capped at 8 MiB; overwrites.
