@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from factrail.core.kernels import native as _C
+from factrail.core.kernels import active
 from factrail.core.marks import is_mark_line
+
+_K = active()
 
 FACT_LINE_CHARS = 200
 _SPLIT_MIN = 100
@@ -127,8 +129,8 @@ def unit_spans(text: str) -> list[tuple[int, int, bool]]:
     `clean`: no token char touches either edge, so a token of the text never straddles it
     (false only beside a long line cut at 200 chars with no separator to cut at)."""
     marked = _has_mark(text)
-    if _C is not None and not marked:
-        return _C.unit_spans(text)
+    if (kernel := _K.unit_spans) is not None and not marked:
+        return kernel(text)
     out: list[tuple[int, int, bool]] = []
     pos = 0
     for line in text.split("\n"):
@@ -153,7 +155,7 @@ def units(text: str) -> list[str]:
 
 def fact_score(unit: str) -> int:
     """How many of the 12 fact patterns match `unit` (the definition; `unit_scores` is faster)."""
-    if _C is not None and (got := _C.fact_score(unit)) >= 0:
+    if (kernel := _K.fact_score) is not None and (got := kernel(unit)) >= 0:
         return got
     if not unit:
         return 0
@@ -294,9 +296,9 @@ class _Views:
 
 def unit_scores(units: Sequence[str]) -> list[int]:
     """`fact_score` of every unit: ASCII ones by the C kernel, the others by `_needle_scores`."""
-    if _C is None:
+    if (kernel := _K.fact_scores) is None:
         return _needle_scores(units)
-    scores = _C.fact_scores(units)
+    scores = kernel(units)
     refused = [i for i, s in enumerate(scores) if s < 0]
     if refused:
         for i, s in zip(refused, _needle_scores([units[i] for i in refused]), strict=True):
@@ -330,11 +332,11 @@ _REACH_ORDER = (10, 3, 9, 8, 7, 0, 4, 5, 6, 2, 11, 1)
 def _reach(units: Sequence[str], need: float) -> bool:
     """Whether the units (distinct) that match some fact pattern have `need` chars (len+1 each):
     the ASCII units by the C kernel, the others by `_needle_reach`."""
-    if _C is None:
+    if (kernel := _K.fact_scores) is None:
         return _needle_reach(units, need)
     got = 0
     refused: list[str] = []
-    for u, s in zip(units, _C.fact_scores(units), strict=True):
+    for u, s in zip(units, kernel(units), strict=True):
         if s > 0:
             got += len(u) + 1
         elif s < 0:
@@ -368,8 +370,8 @@ _DIGIT_FOLD = str.maketrans("23456789", "00000000")
 
 def score_key(unit: str) -> str:
     """The memo key of a unit's fact score (`fact_score(score_key(u)) == fact_score(u)`)."""
-    if _C is not None:
-        return _C.fold_digits(unit)
+    if (kernel := _K.fold_digits) is not None:
+        return kernel(unit)
     return unit.translate(_DIGIT_FOLD)
 
 
@@ -380,8 +382,8 @@ def score_keys(units: Sequence[str]) -> list[str]:
     joined = "\n".join(units)
     if joined.count("\n") != len(units) - 1 or not units:
         return [score_key(u) for u in units]
-    if _C is not None:
-        return _C.fold_digits(joined).split("\n")
+    if (kernel := _K.fold_digits) is not None:
+        return kernel(joined).split("\n")
     return joined.translate(_DIGIT_FOLD).split("\n")
 
 
@@ -490,8 +492,8 @@ def facts_reach(
 def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
     marked = _has_mark(text)
-    if _C is not None:  # the kernel leaves out the mark lines itself
-        return _C.fact_tokens(text, FACT_TOKEN.findall, is_mark_line if marked else None)
+    if (kernel := _K.fact_tokens) is not None:  # it leaves out the mark lines itself
+        return kernel(text, FACT_TOKEN.findall, is_mark_line if marked else None)
     if marked:
         text = "\n".join(line for line in text.split("\n") if not _is_mark(line))
     return set(FACT_TOKEN.findall(text))
@@ -520,8 +522,8 @@ class TokenScan:
 
     def between(self, start: int, end: int) -> frozenset[str]:
         """The tokens of the matches that start in `[start, end)`, gathered in `toks` order."""
-        if _C is not None:
-            return _C.between(self, start, end)
+        if (kernel := _K.between) is not None:
+            return kernel(self, start, end)
         ds, ws = self.digit_starts, self.word_starts
         out = set(self.digit_found[bisect_left(ds, start) : bisect_left(ds, end)])
         out.update(self.word_found[bisect_left(ws, start) : bisect_left(ws, end)])
@@ -530,8 +532,8 @@ class TokenScan:
 
 def token_scan(text: str) -> TokenScan:
     """`TokenScan` of `text`."""
-    if _C is not None:
-        return TokenScan(*_C.token_scan(text))
+    if (kernel := _K.token_scan) is not None:
+        return TokenScan(*kernel(text))
     out: dict[str, tuple[int, int]] = {}
     get = out.get
     digit = _HAS_DIGIT.search
@@ -576,8 +578,8 @@ def token_substrings(text: str, cap: int) -> frozenset[str] | None:
 
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
-    if _C is not None:
-        return _C.toks(s)
+    if (kernel := _K.toks) is not None:
+        return kernel(s)
     digit = _HAS_DIGIT.search
     out = {t for m in _DIG.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6 and digit(t)}
     for m in _WRD.findall(s):
@@ -590,8 +592,8 @@ def toks(s: str) -> set[str]:
 def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
     """`toks` of every unit, from two scans of the units joined by newlines (no token holds
     one, so each match lies in one unit)."""
-    if _C is not None:
-        return _C.toks_each(units)
+    if (kernel := _K.toks_each) is not None:
+        return kernel(units)
     joined = "\n".join(units)
     if joined.count("\n") != len(units) - 1:
         return [frozenset(toks(u)) for u in units]

@@ -1,20 +1,21 @@
-"""The optional C kernels of the engine's per-item loops: the one place that decides.
+"""The optional C kernels of the engine's per-item loops, as one object the engine reads.
 
-`native` is the extension `factrail.core._speedups` (`_speedups.c`), or None when it was not
-built or `FACTRAIL_PURE_PYTHON=1` (read once, at import); every kernel is output-identical to
-the Python it stands in for, which stays the definition and the fallback. `summing` is `native`
-for the kernels that sum floats (cover worths) only where the C adds as `sum()` does: CPython
-3.11 adds floats left to right, 3.12 made `sum()` compensated, so there those stay in Python.
+`active()` is the one `Kernels` the engine runs with, chosen once at import: the functions of
+the extension `factrail.core._speedups` (`_speedups.c`), or none of them when it is not built or
+`FACTRAIL_PURE_PYTHON=1`. A field that is None runs the Python it stands in for, which stays the
+definition and the fallback; every kernel is output-identical to it. `facts`, `value`, `tokens`
+and `redact` bind that object (never its fields) at import, so `use()` switches what they all
+run, kernel by kernel (the parity tests, `bench/kernels.py`).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Protocol, cast
+from contextlib import contextmanager
+from typing import Protocol
 
 
 class Scan(Protocol):
@@ -30,119 +31,186 @@ class Scan(Protocol):
     def word_found(self) -> tuple[str, ...]: ...
 
 
-class Native(Protocol):
-    """The functions of `factrail.core._speedups` (arguments positional only)."""
+ScanFields = tuple[
+    dict[str, tuple[int, int]], tuple[int, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...]
+]
+Found = Iterator[tuple[int, str]]
+"""The `(last index, key)` pairs of an Aho–Corasick pass."""
 
-    def token_scan(
-        self, text: str, /
-    ) -> tuple[
-        dict[str, tuple[int, int]],
-        tuple[int, ...],
-        tuple[str, ...],
-        tuple[int, ...],
-        tuple[str, ...],
-    ]: ...
-    def toks(self, s: str, /) -> set[str]: ...
-    def toks_each(self, units: Sequence[str], /) -> list[frozenset[str]]: ...
-    def between(self, scan: Scan, start: int, end: int, /) -> frozenset[str]: ...
-    def span_tokens(
-        self,
-        middle: str,
-        spans: Sequence[tuple[int, int, bool]],
-        chosen: Iterable[int],
-        scan: Scan,
-        offset: int,
-        tokens: Callable[[str], AbstractSet[str]],
-        /,
-    ) -> list[AbstractSet[str]]: ...
-    def first_worth(
-        self, tokens: AbstractSet[str], chars: int, values: Mapping[str, float], /
-    ) -> float: ...
-    def first_worths(
-        self,
-        tokens: Sequence[AbstractSet[str]],
-        chars: Sequence[int],
-        values: Mapping[str, float],
-        /,
-    ) -> list[float]: ...
-    def cover(
-        self,
-        tokens: Sequence[AbstractSet[str]],
-        chars: Sequence[int],
-        values: Sequence[Mapping[str, float]],
-        first: Sequence[float],
-        among: Iterable[int],
-        covered: AbstractSet[str],
-        room: int,
-        /,
-    ) -> list[int]: ...
-    def own(self, token: str, weights: tuple[float, ...], /) -> float: ...
-    def token_values(
-        self,
-        wanted: Iterable[str],
-        memo: dict[str, float],
-        seen: Mapping[str, tuple[int, int]],
-        inp: str | AbstractSet[str],
-        user: str | AbstractSet[str],
-        reused: AbstractSet[str],
-        size: int,
-        dist: float,
-        whole: float,
-        weights: tuple[float, ...],
-        z0: float,
-        /,
-    ) -> dict[str, float]: ...
-    def merge_found(
-        self,
-        found: Iterator[tuple[int, str]],
-        joined: str,
-        ends: list[int],
-        bare: AbstractSet[str],
-        own: Sequence[AbstractSet[str]],
-        values: Mapping[str, float],
-        /,
-    ) -> list[AbstractSet[str]]: ...
-    def error_units(
-        self, units: Sequence[str], search: Callable[[str], object], /
-    ) -> list[int]: ...
-    def rank_units(
-        self, units: Sequence[str], scores: Sequence[int], /
-    ) -> tuple[list[tuple[str, int]], list[int]] | None: ...
-    def add_keys(
-        self, keys: Iterable[str], add_word: Callable[[str, str], object], /
-    ) -> tuple[set[str], bool]: ...
-    def fact_score(self, unit: str, /) -> int: ...
-    def fact_scores(self, units: Sequence[str], /) -> list[int]: ...
-    def fact_tokens(
-        self,
-        text: str,
-        findall: Callable[[str], list[str]],
-        is_mark: Callable[[str], bool] | None = None,
-        /,
-    ) -> set[str]: ...
-    def estimate_tokens(self, text: str, /) -> int: ...
-    def unit_spans(self, text: str, /) -> list[tuple[int, int, bool]]: ...
-    def anchors_in(self, text: str, anchors: tuple[str, ...], /) -> set[str]: ...
-    def fold_digits(self, text: str, /) -> str: ...
-    def align_scan(
-        self,
-        found: Iterator[tuple[int, str]],
-        joined: str,
-        ends: list[int],
-        outs: list[set[str]],
-        bare: AbstractSet[str],
-        /,
-    ) -> None: ...
+NAMES = (
+    "estimate_tokens", "token_scan", "toks", "toks_each", "between", "span_tokens",
+    "first_worth", "first_worths", "cover", "own", "token_values", "align_scan", "merge_found",
+    "rank_units", "add_keys", "fact_score", "fact_scores", "error_units", "fact_tokens",
+    "unit_spans", "fold_digits", "anchors_in",
+)  # fmt: skip
+"""Every kernel, in `_speedups.c` order."""
 
 
-def _load() -> Native | None:
+class Kernels:
+    """One choice of C kernels: each field is the extension's function or None (the Python
+    definition runs). Arguments are positional only."""
+
+    __slots__ = NAMES
+
+    estimate_tokens: Callable[[str], int] | None
+    token_scan: Callable[[str], ScanFields] | None
+    toks: Callable[[str], set[str]] | None
+    toks_each: Callable[[Sequence[str]], list[frozenset[str]]] | None
+    between: Callable[[Scan, int, int], frozenset[str]] | None
+    span_tokens: (
+        Callable[
+            [
+                str,
+                Sequence[tuple[int, int, bool]],
+                Iterable[int],
+                Scan,
+                int,
+                Callable[[str], AbstractSet[str]],
+            ],
+            list[AbstractSet[str]],
+        ]
+        | None
+    )
+    first_worth: Callable[[AbstractSet[str], int, Mapping[str, float]], float] | None
+    first_worths: (
+        Callable[[Sequence[AbstractSet[str]], Sequence[int], Mapping[str, float]], list[float]]
+        | None
+    )
+    cover: (
+        Callable[
+            [
+                Sequence[AbstractSet[str]],
+                Sequence[int],
+                Sequence[Mapping[str, float]],
+                Sequence[float],
+                Iterable[int],
+                AbstractSet[str],
+                int,
+            ],
+            list[int],
+        ]
+        | None
+    )
+    own: Callable[[str, tuple[float, ...]], float] | None
+    token_values: (
+        Callable[
+            [
+                Iterable[str],
+                dict[str, float],
+                Mapping[str, tuple[int, int]],
+                str | AbstractSet[str],
+                str | AbstractSet[str],
+                AbstractSet[str],
+                int,
+                float,
+                float,
+                tuple[float, ...],
+                float,
+            ],
+            dict[str, float],
+        ]
+        | None
+    )
+    align_scan: Callable[[Found, str, list[int], list[set[str]], AbstractSet[str]], None] | None
+    merge_found: (
+        Callable[
+            [
+                Found,
+                str,
+                list[int],
+                AbstractSet[str],
+                Sequence[AbstractSet[str]],
+                Mapping[str, float],
+            ],
+            list[AbstractSet[str]],
+        ]
+        | None
+    )
+    rank_units: (
+        Callable[[Sequence[str], Sequence[int]], tuple[list[tuple[str, int]], list[int]] | None]
+        | None
+    )
+    add_keys: Callable[[Iterable[str], Callable[[str, str], object]], tuple[set[str], bool]] | None
+    fact_score: Callable[[str], int] | None
+    fact_scores: Callable[[Sequence[str]], list[int]] | None
+    error_units: Callable[[Sequence[str], Callable[[str], object]], list[int]] | None
+    fact_tokens: (
+        Callable[[str, Callable[[str], list[str]], Callable[[str], bool] | None], set[str]] | None
+    )
+    unit_spans: Callable[[str], list[tuple[int, int, bool]]] | None
+    fold_digits: Callable[[str], str] | None
+    anchors_in: Callable[[str, tuple[str, ...]], set[str]] | None
+
+    def __init__(self, native: object = None, only: Iterable[str] | None = None) -> None:
+        """The kernels of the module `native` (None: none), or only those named in `only`."""
+        wanted = set(NAMES if only is None else only)
+        if unknown := wanted.difference(NAMES):
+            raise ValueError(f"no such kernels: {', '.join(sorted(unknown))}")
+        for name in NAMES:
+            fn = getattr(native, name, None) if name in wanted else None
+            setattr(self, name, fn)
+
+    def on(self) -> tuple[str, ...]:
+        """The names of the kernels that run in C."""
+        return tuple(name for name in NAMES if getattr(self, name) is not None)
+
+    def without(self, *names: str) -> Kernels:
+        """These kernels but `names`, which run in Python."""
+        if unknown := set(names).difference(NAMES):
+            raise ValueError(f"no such kernels: {', '.join(sorted(unknown))}")
+        kept = Kernels()
+        kept._assign(self)
+        for name in names:
+            setattr(kept, name, None)
+        return kept
+
+    def _assign(self, other: Kernels) -> None:
+        for name in NAMES:
+            setattr(self, name, getattr(other, name))
+
+
+def _load() -> tuple[object, str]:
+    """The extension module (None when it is not used) and why the Python runs."""
     if os.environ.get("FACTRAIL_PURE_PYTHON") == "1":
-        return None
+        return None, "FACTRAIL_PURE_PYTHON=1"
     try:
-        return cast(Native, importlib.import_module("factrail.core._speedups"))
-    except ImportError:
-        return None
+        return importlib.import_module("factrail.core._speedups"), ""
+    except ModuleNotFoundError:
+        return None, "extension not built"
+    except ImportError as e:  # built for another interpreter, or a symbol it lacks
+        return None, f"extension failed to load: {e}"
 
 
-native = _load()
-summing = native if sys.version_info < (3, 12) else None
+_NATIVE, _WHY = _load()
+_ACTIVE = Kernels(_NATIVE)
+
+
+def active() -> Kernels:
+    """The kernels the engine runs with (the same object for the life of the process)."""
+    return _ACTIVE
+
+
+def loaded() -> Kernels:
+    """Every kernel of the extension as loaded at import (none on the pure Python path)."""
+    return Kernels(_NATIVE)
+
+
+@contextmanager
+def use(kernels: Kernels) -> Iterator[Kernels]:
+    """Run the engine with `kernels` for the block (the active object takes their fields, and
+    its own back after). Not thread-safe: for tests and benches."""
+    saved = Kernels()
+    saved._assign(_ACTIVE)
+    _ACTIVE._assign(kernels)
+    try:
+        yield _ACTIVE
+    finally:
+        _ACTIVE._assign(saved)
+
+
+def describe() -> str:
+    """Which path the engine runs, for the start-up log."""
+    on = _ACTIVE.on()
+    if on:
+        return f"native (C kernels: {', '.join(on)})"
+    return f"pure Python ({_WHY or 'every kernel switched off'})"

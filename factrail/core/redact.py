@@ -15,7 +15,9 @@ from typing import Any, NamedTuple
 
 from ahocorasick import Automaton
 
-from factrail.core.kernels import native as _C
+from factrail.core.kernels import active
+
+_K = active()
 
 
 class Redacted(NamedTuple):
@@ -284,8 +286,8 @@ _CASE_ANCHORS = _case_anchor_automaton()
 
 def _anchors_in(text: str) -> set[str]:
     """The case-sensitive families' anchors that occur in `text`."""
-    if _C is not None:
-        return _C.anchors_in(text, _CASE_ANCHOR_LIST)
+    if (kernel := _K.anchors_in) is not None:
+        return kernel(text, _CASE_ANCHOR_LIST)
     return {anchor for _, anchor in _CASE_ANCHORS.iter(text)}
 
 

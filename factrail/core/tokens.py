@@ -14,7 +14,9 @@ import re
 from collections import OrderedDict
 from threading import Lock
 
-from factrail.core.kernels import native as _C
+from factrail.core.kernels import active
+
+_K = active()
 
 _PIECE = re.compile(r"[A-Za-z]+|[0-9]+|[^\sA-Za-z0-9]")
 
@@ -50,8 +52,8 @@ r"""Whitespace outside ASCII (a no-break space, an ideographic space, …): free
 
 def estimate_tokens(text: str) -> int:
     """Estimated token count of `text` (no tokenizer, no I/O)."""
-    if _C is not None:
-        return _C.estimate_tokens(text)
+    if (kernel := _K.estimate_tokens) is not None:
+        return kernel(text)
     if not text:
         return 0
     if not text.isascii() and _WIDE_SPACE.search(text):

@@ -34,9 +34,10 @@ from factrail.core.facts import (
     unit_spans,
     units_holding,
 )
-from factrail.core.kernels import native as _C
-from factrail.core.kernels import summing as _CSUM
+from factrail.core.kernels import active
 from factrail.core.model import Message, input_json
+
+_K = active()
 
 INTERCEPT = -2.884622
 MU = (0.400888, 0.240747, 0.240281, 0.016752, 2.832681, 0.13081, 0.871874, 0.004401, 0.007997,
@@ -104,7 +105,7 @@ def message_contexts(
         for i, text in spoken:
             for t in tokens(text):
                 last_said[t] = i
-        if text_tokens is not None and _C is not None:
+        if text_tokens is not None and _K.token_scan is not None:  # scans are cheap
             intro = _first_holding(((i, text) for i, _, text, _ in outs), last_said, text_tokens)
         else:
             intro = _first_held(((i, text) for i, _, text, _ in outs), last_said.keys(), tokens)
@@ -203,8 +204,8 @@ def _own(t: str) -> float:
     String methods stand in for the feature regexes: a file extension is `\\.[A-Za-z]{1,5}\\Z`
     (only the last dot can start one), a hex id is `[0-9a-fA-F]{8,}` from start to end.
     """
-    if _C is not None:
-        return _C.own(t, _W)
+    if (kernel := _K.own) is not None:
+        return kernel(t, _W)
     n = len(t)
     raw = t.encode("utf-8", "surrogatepass")  # no multi-byte char holds an ASCII digit
     digits = len(raw) - len(raw.translate(None, b"0123456789"))
@@ -248,8 +249,8 @@ def token_values(
     reused = ctx.reused
     if find is not None:
         inp, user = find(ctx.input), find(ctx.user)
-    if _C is not None:
-        return _C.token_values(wanted, memo, seen, inp, user, reused, size, dist, whole, _W, _Z0)
+    if (kernel := _K.token_values) is not None:
+        return kernel(wanted, memo, seen, inp, user, reused, size, dist, whole, _W, _Z0)
     log1p, exp = math.log1p, math.exp
     out: dict[str, float] = {}
     for t in wanted:
@@ -291,8 +292,8 @@ def _cover(
 ) -> list[int]:
     """`lazy_cover` over the candidates `among` (parallel lists; `first`: worth with nothing
     covered), so callers that re-plan one middle under many budgets build them once."""
-    if _CSUM is not None:
-        return _CSUM.cover(tokens, chars, values, first, among, covered, room)
+    if (kernel := _K.cover) is not None:
+        return kernel(tokens, chars, values, first, among, covered, room)
     seen = set(covered)
     heap = [(-first[i], i) for i in among if tokens[i]]
     heapq.heapify(heap)
@@ -318,8 +319,8 @@ def _cover(
 
 
 def _first_worth(tokens: AbstractSet[str], chars: int, values: Mapping[str, float]) -> float:
-    if _CSUM is not None:
-        return _CSUM.first_worth(tokens, chars, values)
+    if (kernel := _K.first_worth) is not None:
+        return kernel(tokens, chars, values)
     get = values.get
     return sum(get(t, 0.0) for t in tokens) / (chars + 1)
 
@@ -328,8 +329,8 @@ def _first_worths(
     tokens: Sequence[AbstractSet[str]], chars: Sequence[int], values: Mapping[str, float]
 ) -> list[float]:
     """`_first_worth` of every unit (0.0 for a unit without tokens)."""
-    if _CSUM is not None:
-        return _CSUM.first_worths(tokens, chars, values)
+    if (kernel := _K.first_worths) is not None:
+        return kernel(tokens, chars, values)
     return [_first_worth(t, c, values) if t else 0.0 for t, c in zip(tokens, chars, strict=True)]
 
 
@@ -383,8 +384,8 @@ def _span_tokens(
     """The tokens of the units `chosen` (indexes into `spans`) of `middle`, which sits at
     `offset` of the text `scan` was made from with clean cuts: a slice of the scan per unit,
     except beside a hard cut, where the unit is tokenised on its own."""
-    if _C is not None:
-        return _C.span_tokens(middle, spans, chosen, scan, offset, tokens)
+    if (kernel := _K.span_tokens) is not None:
+        return kernel(middle, spans, chosen, scan, offset, tokens)
     out: list[AbstractSet[str]] = []
     for i in chosen:
         a, b, clean = spans[i]
@@ -396,8 +397,8 @@ def _ranked(units: Sequence[str], scores: Sequence[int]) -> tuple[list[tuple[str
     """The units with a positive score, best first (ties in text order), each with its first
     index in that order (a duplicate never changes a pick), and `least[k]`: the cheapest (len+1)
     of those from k on."""
-    if _C is not None:
-        got = _C.rank_units(units, scores)
+    if (kernel := _K.rank_units) is not None:
+        got = kernel(units, scores)
         if got is not None:
             return got
     scored = [(s, i, u) for i, (s, u) in enumerate(zip(scores, units, strict=True)) if s > 0]
@@ -417,8 +418,8 @@ def _ranked(units: Sequence[str], scores: Sequence[int]) -> tuple[list[tuple[str
 def _error_units(units: Sequence[str]) -> list[int]:
     """The indexes of the units `_ERROR_PIECE` finds a match in, in order."""
     search = _ERROR_PIECE.search
-    if _C is not None:
-        return _C.error_units(units, search)
+    if (kernel := _K.error_units) is not None:
+        return kernel(units, search)
     held = units_holding(units, _ERROR_NEEDLES)
     maybe = range(len(units)) if held is None else sorted(held)
     return [k for k in maybe if search(units[k])]
@@ -558,8 +559,8 @@ class KeyScanner:
         auto = Automaton()
         self._bare: set[str]
         """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
-        if _C is not None:
-            self._bare, joinable = _C.add_keys(keys, auto.add_word)
+        if (kernel := _K.add_keys) is not None:
+            self._bare, joinable = kernel(keys, auto.add_word)
         else:
             self._bare = set()
             joinable = True
@@ -600,17 +601,18 @@ class KeyScanner:
         """`_merged(own, self.found_each(texts), values)`; the C kernel scans and merges in one
         pass, so a text's found keys never become a set of their own."""
         auto = self._auto
-        if _C is None or auto is None or not self._joinable or not texts:
+        kernel = _K.merge_found
+        if kernel is None or auto is None or not self._joinable or not texts:
             return _merged(own, self.found_each(texts), values)
         joined = _SEP.join(texts)
-        return _C.merge_found(auto.iter(joined), joined, _ends(texts), self._bare, own, values)
+        return kernel(auto.iter(joined), joined, _ends(texts), self._bare, own, values)
 
     def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`
         ends before offset `ends[i]`)."""
         assert self._auto is not None
-        if _C is not None:
-            _C.align_scan(self._auto.iter(joined), joined, ends, outs, self._bare)
+        if (kernel := _K.align_scan) is not None:
+            kernel(self._auto.iter(joined), joined, ends, outs, self._bare)
             return
         n = len(joined)
         bare = self._bare

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from factrail.core import kernels, value
 from factrail.core.facts import TokenScan, token_scan, toks, toks_each, unit_spans
+from factrail.core.kernels import Kernels, use
 from factrail.core.value import KeyScanner, ValueContext
-from tests.core.kernel_switch import kernels_set
 
 FEW = settings(max_examples=60, deadline=None)
 
@@ -35,9 +35,9 @@ texts = st.lists(
 
 def _both(native: ModuleType, call: Callable[[], Any]) -> tuple[Any, Any]:
     """`call()` under the Python definitions, then under the C kernels."""
-    with kernels_set(None):
+    with use(Kernels()):
         py = call()
-    with kernels_set(native):
+    with use(Kernels(native)):
         c = call()
     return py, c
 
@@ -177,19 +177,52 @@ def test_bad_types_raise_type_error(native: ModuleType) -> None:
 
 def test_pure_python_is_forced_by_the_environment() -> None:
     probe = (
-        "from factrail.core import facts, kernels, value;"
-        "print(kernels.native, kernels.summing, facts._C, value._C, value._CSUM)"
+        "from factrail.core import facts, kernels;"
+        "facts.toks('req-0042af');"
+        "print(repr(kernels.active().on()), kernels.describe(), sep='|')"
     )
     env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}
     out = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["None"] * 5
+    assert out.stdout.strip() == "()|pure Python (FACTRAIL_PURE_PYTHON=1)"
+
+
+def test_one_kernels_object_switched_by_use(native: ModuleType) -> None:
+    """Every engine module reads the one active object; `use` swaps its fields for a block,
+    kernel by kernel, and puts them back."""
+    from factrail.core import facts, redact, tokens
+
+    k = kernels.active()
+    assert facts._K is value._K is tokens._K is redact._K is k
+    before = k.on()
+    with use(Kernels(native).without("toks", "cover")) as inside:
+        assert inside is k
+        assert k.toks is None and k.cover is None and k.token_scan is native.token_scan
+        assert kernels.describe() == f"native (C kernels: {', '.join(k.on())})"
+        assert "toks" not in k.on()
+        with use(Kernels()):
+            assert k.on() == ()
+            assert kernels.describe().startswith("pure Python (")
+        assert k.token_scan is native.token_scan
+    assert k.on() == before
+    assert Kernels(native, only=["toks"]).on() == ("toks",)
+    with pytest.raises(ValueError, match="no such kernels: nope"):
+        Kernels(native).without("nope")
+    with pytest.raises(ValueError, match="no such kernels: nope"):
+        Kernels(native, only=["nope"])
+
+
+def test_every_kernel_is_in_the_extension(native: ModuleType) -> None:
+    """`NAMES` and the extension's functions are the same set, so none is dropped unnoticed."""
+    assert Kernels(native).on() == kernels.NAMES
+    exported = {n for n in dir(native) if not n.startswith("_")}
+    assert exported == set(kernels.NAMES)
 
 
 def test_the_pinned_outcomes_hold_on_the_pure_python_path() -> None:
     """The fallback stays the definition: the 318 pinned `apply` outcomes without the kernels."""
-    if kernels.native is None:
+    if not kernels.active().on():
         pytest.skip("this run is on the pure Python path already")
     pinned = Path(__file__).with_name("test_apply_pinned.py")
     env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from factrail.core import facts, tokens
 from factrail.core.facts import FACT_TOKEN, PATTERNS, FactScores
+from factrail.core.kernels import Kernels, use
 from factrail.core.marks import (
     RERUN_DETAIL,
     note,
@@ -21,7 +22,6 @@ from factrail.core.marks import (
     stub_detail,
     swap_full_output_note,
 )
-from tests.core.kernel_switch import kernels_set
 
 MARKS = [
     swap_full_output_note(
@@ -109,9 +109,9 @@ texts = st.one_of(
 def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
     """`call()` under the Python definitions equals `call()` under the C kernels (sets in the same
     iteration order)."""
-    with kernels_set(None):
+    with use(Kernels()):
         py = call()
-    with kernels_set(native):
+    with use(Kernels(native)):
         c = call()
     assert type(c) is type(py)
     if isinstance(py, set):
@@ -242,7 +242,7 @@ def test_known_scores_and_tokens(native: ModuleType) -> None:
     assert native.fact_tokens("é 12\nx 1.2", FACT_TOKEN.findall) == {"12", "1.2"}
     assert native.fact_tokens("é 12\nx 1.2", lambda line: ["seen"]) == {"seen", "1.2"}
     assert native.fact_score("✖ failed") == -1
-    with kernels_set(native):
+    with use(Kernels(native)):
         assert facts.fact_score("✖ failed") == 2
 
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from factrail.core import value
 from factrail.core.facts import toks
+from factrail.core.kernels import Kernels, use
 from factrail.core.value import KeyScanner, ValueParts
-from tests.core.kernel_switch import kernels_set
 
 FEW = settings(max_examples=300, deadline=None)
 
@@ -50,9 +50,9 @@ def _exact(x: Any) -> Any:
 
 
 def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
-    with kernels_set(None):
+    with use(Kernels()):
         py = call()
-    with kernels_set(native):
+    with use(Kernels(native)):
         c = call()
     assert _exact(c) == _exact(py)
     return c
@@ -88,7 +88,7 @@ def test_merged(
     own = [data.draw(_held(u)) for u in units]
     scanner = KeyScanner(keys | values.keys())
     got = _same(native, lambda: scanner.merged(units, own, values))
-    with kernels_set(None):
+    with use(Kernels()):
         py = value._merged(own, scanner.found_each(units), values)
     assert got == py
     # a unit its found keys add nothing to keeps its frozenset itself, as `frozenset(held)` does
@@ -128,7 +128,7 @@ def test_a_key_holding_the_join_char_scans_each_text(native: ModuleType) -> None
     own = [frozenset(), frozenset({"ab"})]
     values = {"mod_a.py": 0.5, "ab": 0.25, "a\x00b": 0.75}
     scanner = KeyScanner(values)
-    with kernels_set(native):
+    with use(Kernels(native)):
         got = scanner.merged(units, own, values)
     assert got == [{"a\x00b", "ab"}, {"ab", "mod_a.py"}]
 

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import kernels
+from factrail.core.kernels import Kernels, loaded, use
 from factrail.core.redact import _FAMILIES, FAMILY_LABELS, _anchors_in, redact, redact_value
-from tests.core.kernel_switch import kernels_set
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -251,10 +250,10 @@ def test_the_one_pass_anchor_scan_finds_what_substring_search_finds(text: str) -
     """On the Python path (an Aho–Corasick pass) and on the C kernel's (a two-char table)."""
     anchors = {a for f in _FAMILIES if f.any_case is None for a in f.anchors}
     want = {a for a in anchors if a in text}
-    with kernels_set(None):
+    with use(Kernels()):
         assert _anchors_in(text) == want
-    if kernels.native is not None:
-        with kernels_set(kernels.native):
+    if loaded().anchors_in is not None:
+        with use(loaded()):
             assert _anchors_in(text) == want
 
 

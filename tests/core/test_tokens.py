@@ -7,8 +7,8 @@ import string
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factrail.core.kernels import Kernels, use
 from factrail.core.tokens import TokenCache, estimate_tokens, estimate_tokens_reference
-from tests.core.kernel_switch import kernels_set
 
 
 def test_spec_examples() -> None:
@@ -43,7 +43,7 @@ ASCII separators, a non-ASCII digit and a 4-byte char."""
 def test_byte_counting_equals_regex_definition(text: str) -> None:
     """On the C kernel's path and on the byte-level Python's."""
     want = estimate_tokens_reference(text)
-    with kernels_set(None):
+    with use(Kernels()):
         assert estimate_tokens(text) == want
     assert estimate_tokens(text) == want
 
@@ -51,7 +51,7 @@ def test_byte_counting_equals_regex_definition(text: str) -> None:
 def test_non_ascii_whitespace_is_free() -> None:
     for text in ("a\xa0b", "a\u3000b", "a\u2028b"):
         assert estimate_tokens(text) == estimate_tokens("a b") == 2
-        with kernels_set(None):
+        with use(Kernels()):
             assert estimate_tokens(text) == 2
 
 
