@@ -12,17 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from app.settings import Settings
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
-from factrail.policy.options import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS
-from factrail.session import CompactorConfig, SessionCompactor, TurnResult, session_key
+from factrail.session import SessionCompactor, TurnResult, session_key
+from factrail.settings import Settings
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import cache_root, data_root
-from factrail.stores.saver import OutputSaver, cores
 from factrail.stores.state import StateStore
 
 
@@ -40,7 +38,7 @@ class Compactor(Protocol):
         ...
 
     def close(self) -> None:
-        """Stop what the compactor started (worker threads, the saver process)."""
+        """Stop what the compactor started (its preparation thread)."""
         ...
 
 
@@ -59,36 +57,6 @@ class Engine:
     (Messages API; the gateway adds the top-level `system` to the system texts)."""
 
 
-def compactor_config(settings: Settings) -> CompactorConfig:
-    """The engine's configuration from the gateway settings."""
-    return CompactorConfig(
-        trigger_tokens=settings.trigger_tokens,
-        trigger_percent=settings.trigger_percent,
-        rearm_tokens=settings.rearm_tokens,
-        preserve_recent=settings.preserve_recent,
-        judge_deadline_ms=settings.judge_deadline_ms,
-        egress=settings.egress,
-        taint_tools=fence_list(settings.taint_tools, DEFAULT_TAINT_TOOLS, settings),
-        taint_skills=fence_list(settings.taint_skills, DEFAULT_TAINT_SKILLS, settings),
-        record_decisions=settings.record_decisions,
-        save_outputs=settings.save_outputs,
-        context_windows=dict(settings.context_windows),
-        trigger_by_model=dict(settings.trigger_by_model),
-        prepare_share=settings.prepare_share,
-        analysis_sessions=settings.analysis_sessions,
-    )
-
-
-def fence_list(
-    configured: Sequence[str], defaults: Sequence[str], settings: Settings
-) -> tuple[str, ...]:
-    """The operator's fence entries added to the defaults (replacing them only when asked)."""
-    extra = tuple(x for x in configured if x)
-    if settings.taint_replace_defaults:
-        return extra
-    return tuple(dict.fromkeys((*defaults, *extra)))
-
-
 def default_state_url(settings: Settings) -> str:
     """`FACTRAIL_STATE_URL`, else `sqlite:///$XDG_DATA_HOME/factrail/state.db`, else memory."""
     if settings.state_url:
@@ -99,7 +67,7 @@ def default_state_url(settings: Settings) -> str:
 
 def open_outputs(settings: Settings) -> OutputStore | None:
     """The saved-output store (`FACTRAIL_OUTPUTS_DIR`, else the XDG cache), or None."""
-    secrets = [settings.judge_api_key.get_secret_value(), settings.admin_key.get_secret_value()]
+    secrets = settings.known_secrets()
     if settings.outputs_dir:
         return OutputStore(Path(settings.outputs_dir), secrets)
     root = cache_root()
@@ -127,11 +95,6 @@ class TimedJudge:
             self._observe(time.perf_counter() - started)
 
 
-def wants_saver(setting: str) -> bool:
-    """Whether `FACTRAIL_SAVE_PROCESS` (`auto`, `on`, `off`) asks for a saver process."""
-    return setting == "on" or (setting == "auto" and cores() >= 2)
-
-
 def build_engine(
     settings: Settings,
     *,
@@ -142,20 +105,14 @@ def build_engine(
     decisions: DecisionLog | None = None,
     observe_preparation: Callable[[str, float], None] | None = None,
 ) -> Engine:
-    """The real engine: a `SessionCompactor` over the stores and the (timed) judge, with a
-    saver process started when `FACTRAIL_SAVE_PROCESS` asks for one."""
-    saver = None
-    if outputs is not None and settings.save_outputs and wants_saver(settings.save_process):
-        saver = OutputSaver(outputs)
-        saver.start()  # one that cannot start logs it, and outputs are saved in-line
+    """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
     compactor = SessionCompactor(
-        compactor_config(settings),
+        settings.engine_options(),
         state=state,
         outputs=outputs,
         judge=TimedJudge(judge, observe_judge),
         decisions=decisions,
         observe_preparation=observe_preparation,
-        saver=saver,
     )
     return Engine(
         compactor=compactor,

@@ -17,11 +17,11 @@ from app.metrics import Metrics
 from app.proxy import Gateway
 from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
-from app.settings import Settings
 from app.upstream import make_client
 from factrail import __version__
-from factrail.judges import make_judge
+from factrail.judges import configured_judge, make_judge
 from factrail.judges.base import JudgeConfigError
+from factrail.settings import Settings
 from factrail.stores import open_state_store
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
@@ -48,18 +48,8 @@ def default_engine(
     client: httpx.AsyncClient,
 ) -> Engine:
     """The real engine with the configured judge (rules when it cannot be built)."""
-    secrets = [settings.admin_key.get_secret_value()]
     try:
-        judge = make_judge(
-            settings.judge,
-            client=client,
-            url=settings.judge_url or None,
-            model=settings.judge_model or None,
-            api_key=settings.judge_api_key.get_secret_value() or None,
-            local=settings.judge_local,
-            known=secrets,
-            tev_constraint=settings.tev_constraint,
-        )
+        judge = configured_judge(settings, client)
     except JudgeConfigError as exc:
         log.warning("judge %s not usable (%s); using the rules", settings.judge, exc)
         judge = make_judge("rules", client=client)

@@ -23,17 +23,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.engine import Engine, compactor_config
+from app.engine import Engine
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
-from app.settings import Settings
 from app.upstream import request_headers, response_headers, set_cookies, upstream_url
 from app.usage import body_prompt_tokens
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
-from factrail.session import TurnResult, trigger_for
+from factrail.policy.trigger import soft_line
+from factrail.session import TurnResult
+from factrail.settings import Settings
 
 log = logging.getLogger("factrail.proxy")
 
@@ -106,11 +107,10 @@ class Gateway:
         self.metrics = metrics
         self.client = client
         self.engine = engine
-        self.fast_path_bytes = int(settings.smallest_trigger() * 5 / 6 / CALIBRATION_HEADROOM)
-        self.compaction = compactor_config(settings)
-        """The compactor's own configuration: the fast path asks the same trigger rule."""
-        fenced = (*self.compaction.taint_tools, *self.compaction.taint_skills)
-        self.fenced_names = tuple(n.encode() for n in fenced if n)
+        self.trigger = settings.trigger()
+        """The compactor's own trigger rule, which the fast path asks too."""
+        self.fast_path_bytes = int(soft_line(self.trigger.smallest()) / CALIBRATION_HEADROOM)
+        self.fenced_names = tuple(n.encode() for n in settings.fence().names)
         anthropic = settings.anthropic_upstream_url.rstrip("/")
         self.bases: dict[Provider, str] = {
             "openai": settings.upstream_url,
@@ -137,8 +137,8 @@ class Gateway:
         )
         if not models:
             return False
-        trigger = min(trigger_for(m, self.compaction) for m in models)
-        return len(body) * CALIBRATION_HEADROOM < trigger * 5 / 6
+        trigger = min(self.trigger.for_model(m) for m in models)
+        return len(body) * CALIBRATION_HEADROOM < soft_line(trigger)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, route: Route) -> None:
         """Proxy one request end to end and answer it; count and log it once answered.

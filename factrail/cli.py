@@ -1,4 +1,7 @@
-"""The `factrail` command: serve, compact, eval, dataset, outputs.
+"""The `factrail` command: serve, compact, eval, dataset, outputs, settings.
+
+Every subcommand reads the one settings object (`factrail.settings.Settings`: `FACTRAIL_*` and
+the TOML file); flags given on the command line override it.
 
 Every subcommand exits 0 on success and 1 on an error, printing `factrail: <error>` on stderr;
 `eval --gate` exits 1 when the gate fails. Imports are lazy so `factrail compact` never loads
@@ -41,8 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument(
         "--trigger-tokens",
         type=int,
-        default=180_000,
-        help="compact once past 5/6 of this many tokens, as the gateway would (default 180000)",
+        default=None,
+        help="compact once past 5/6 of this many tokens, as the gateway would"
+        " (default FACTRAIL_TRIGGER_TOKENS, 180000)",
     )
     compact.add_argument("--save-outputs", action="store_true", help="save full outputs")
     compact.add_argument("--session", default=None, help="session name for saved outputs")
@@ -66,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--tolerance", type=float, default=0.005)
     ev.add_argument("--json", dest="json_out", help="write the result as JSON ('-' = stdout)")
     ev.add_argument("--report", type=Path, metavar="DIR", help="write report.md and plots")
-    _judge_flags(ev, (*JUDGES, "oracle", "recorded"))
+    _judge_flags(ev, (*JUDGES, "oracle", "recorded"), default="rules")
 
     ds = sub.add_parser("dataset", help="export Tev-format training records (hindsight labels)")
     dsrc = ds.add_mutually_exclusive_group(required=True)
@@ -87,17 +91,54 @@ def _parser() -> argparse.ArgumentParser:
     get.add_argument("id", help="<session>/<tool_use_id>, as the note in the reduced text says")
     exp = osub.add_parser("expire", help="delete saved outputs older than N days")
     exp.add_argument("--days", type=float, default=30.0)
+
+    st = sub.add_parser("settings", help="print the effective settings (secrets hidden)")
+    st.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
     return p
 
 
-def _judge_flags(p: argparse.ArgumentParser, choices: Sequence[str]) -> None:
-    p.add_argument("--judge", choices=choices, default="rules")
+def _judge_flags(
+    p: argparse.ArgumentParser, choices: Sequence[str], default: str | None = None
+) -> None:
+    """Judge flags; each one left out keeps the settings' value (`FACTRAIL_JUDGE*`, …)."""
+    p.add_argument("--judge", choices=choices, default=default)
     p.add_argument("--judge-url", default=None, help="System One URL or Tev base URL")
     p.add_argument("--judge-model", default=None)
     p.add_argument("--judge-key-env", default=None, help="read the judge key from this env var")
     p.add_argument("--local", action="store_true", help="declare the judge local (taint fence)")
-    p.add_argument("--egress", choices=("full", "metadata"), default="full")
-    p.add_argument("--deadline-ms", type=int, default=15000)
+    p.add_argument("--egress", choices=("full", "metadata"), default=None)
+    p.add_argument("--deadline-ms", type=int, default=None)
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The settings, with the flags that were given laid over them."""
+    import os
+
+    from pydantic import SecretStr
+
+    from factrail.settings import Settings
+
+    update: dict[str, Any] = {}
+    for flag, name in (
+        ("judge", "judge"),
+        ("judge_url", "judge_url"),
+        ("judge_model", "judge_model"),
+        ("egress", "egress"),
+        ("deadline_ms", "judge_deadline_ms"),
+        ("trigger_tokens", "trigger_tokens"),
+    ):
+        value = getattr(args, flag, None)
+        if value is not None:
+            update[name] = value
+    if getattr(args, "local", False):
+        update["judge_local"] = True
+    if getattr(args, "judge_key_env", None):
+        update["judge_api_key"] = SecretStr(os.environ.get(args.judge_key_env, ""))
+    if "trigger_tokens" in update:
+        update["trigger_tokens"] = max(1, update["trigger_tokens"])
+    if "judge_deadline_ms" in update:
+        update["judge_deadline_ms"] = max(1, update["judge_deadline_ms"])
+    return Settings().model_copy(update=update)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,13 +155,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "eval":
             from factrail.eval.command import run_eval
 
-            return run_eval(args)
+            return run_eval(_eval_run(args), _settings(args))
         if args.command == "dataset":
             from factrail.eval.command import run_dataset
 
-            return run_dataset(args)
+            return run_dataset(_dataset_run(args), _settings(args))
         if args.command == "outputs":
             return _outputs(args)
+        if args.command == "settings":
+            return _show_settings(args)
     except CliError as err:
         print(f"factrail: {err}", file=sys.stderr)
         return 1
@@ -130,70 +173,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def make_cli_judge(args: argparse.Namespace, client: Any) -> Any:
-    """The judge the flags ask for (rules unless told otherwise)."""
-    import os
+def _source(args: argparse.Namespace) -> Any:
+    from factrail.eval.command import Source
 
-    from factrail.judges import make_judge
+    return Source(
+        synthetic=args.synthetic,
+        synthetic_v2=getattr(args, "synthetic_v2", None),
+        corpus=args.corpus,
+        claude_projects=args.claude_projects,
+        seed=args.seed,
+        max_sessions=args.max,
+        min_calls=args.min_calls,
+    )
 
-    key = os.environ.get(args.judge_key_env, "") if args.judge_key_env else ""
-    if args.judge in ("systemone", "tev") and not key:
-        env = "FACTRAIL_JUDGE_API_KEY" if args.judge == "systemone" else "FACTRAIL_TEV_API_KEY"
-        key = os.environ.get(env, "")
-    kwargs: dict[str, Any] = {
-        "url": args.judge_url,
-        "model": args.judge_model,
-        "api_key": key or None,
-        "local": bool(args.local),
-        "client": client,
-    }
-    return make_judge(args.judge, **kwargs)
+
+def _eval_run(args: argparse.Namespace) -> Any:
+    from factrail.eval.command import EvalRun
+
+    return EvalRun(
+        source=_source(args),
+        cuts=tuple(float(c) for c in args.cuts.split(",") if c.strip()),
+        visibility=args.visibility,
+        strategies=tuple(args.strategy) if args.strategy else None,
+        sim=args.sim,
+        decider=args.judge,
+        gate=args.gate,
+        write_baseline=args.write_baseline,
+        tolerance=args.tolerance,
+        json_out=args.json_out,
+        report=args.report,
+        command="factrail " + " ".join(sys.argv[1:]),
+    )
+
+
+def _dataset_run(args: argparse.Namespace) -> Any:
+    from factrail.eval.command import DatasetRun
+
+    return DatasetRun(
+        source=_source(args),
+        out=args.out,
+        dev_share=args.dev_share,
+        max_state_tokens=args.max_state_tokens,
+        teacher=args.teacher,
+    )
 
 
 async def _compact(args: argparse.Namespace) -> int:
     import hashlib
 
-    import httpx
-
-    from factrail.core.formats.detect import dump_document, parse_any
-    from factrail.session import CompactorConfig, SessionCompactor
-    from factrail.stores.memory_state import MemoryStateStore
+    from factrail.api import compact_transcript
+    from factrail.judges import JudgeConfigError
+    from factrail.policy.trigger import soft_line
     from factrail.stores.outputs import default_output_store
 
     path: Path = args.file
     if not path.is_file():
         raise CliError(f"{path}: no such file")
     raw = path.read_bytes()
-    doc = parse_any(raw, filename=path.name)
     session = args.session or "cli-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    settings = _settings(args)
     outputs = None
     if args.save_outputs:
-        outputs = default_output_store()
+        outputs = default_output_store(known_secrets=settings.known_secrets())
         if outputs is None:
             raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
-    config = CompactorConfig(
-        trigger_tokens=max(1, args.trigger_tokens),
-        trigger_percent=0.0,
-        judge_deadline_ms=args.deadline_ms,
-        egress=args.egress,
-        save_outputs=bool(args.save_outputs),
-        outputs_route=None,
-    )
-    async with httpx.AsyncClient() as client:
-        compactor = SessionCompactor(
-            config,
-            state=MemoryStateStore(),
-            outputs=outputs,
-            judge=make_cli_judge(args, client),
+    started = time.perf_counter()
+    try:
+        done = await compact_transcript(
+            raw, filename=path.name, settings=settings, session=session, outputs=outputs
         )
-        started = time.perf_counter()
-        result = await compactor.compact(session, doc)
-        elapsed = time.perf_counter() - started
-    # Unchanged transcripts are written back byte for byte.
-    out = raw if result.document is None else dump_document(doc, result.document).encode()
+    except JudgeConfigError as err:
+        raise CliError(str(err)) from err
+    elapsed = time.perf_counter() - started
+    result = done.result
     if args.out:
-        args.out.write_bytes(out)
-    calls = sum(len(m.tool_uses) for m in doc.messages)
+        args.out.write_bytes(done.data)
+    calls = done.calls
     remaining = result.tokens_after / result.tokens_before if result.tokens_before else 1.0
     if result.outcome == "compacted":
         stats = (
@@ -203,14 +258,25 @@ async def _compact(args: argparse.Namespace) -> int:
             f" ({result.reason}), {elapsed * 1000:.0f} ms"
         )
     else:
-        soft = math.ceil(result.trigger_tokens * 5 / 6)
+        soft = math.ceil(soft_line(result.trigger_tokens))
         stats = (
             f"unchanged: tokens {result.tokens_before:,} are below the soft line {soft:,}"
             f" (5/6 of the trigger {result.trigger_tokens:,}), {calls} calls"
         )
     print(f"factrail: {stats}", file=sys.stdout if args.out else sys.stderr)
     if not args.out:
-        sys.stdout.buffer.write(out)
+        sys.stdout.buffer.write(done.data)
+    return 0
+
+
+def _show_settings(args: argparse.Namespace) -> int:
+    from factrail.settings import Settings
+    from factrail.settings_doc import markdown
+
+    if args.markdown:
+        sys.stdout.write(markdown())
+        return 0
+    print(Settings().model_dump_json(indent=2))
     return 0
 
 

@@ -23,12 +23,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.main import create_app
-from app.settings import Settings
 from factrail.cli import main
 from factrail.core.formats import openai_chat
 from factrail.judges import SystemOneJudge
-from factrail.session import CompactorConfig, SessionCompactor
+from factrail.session import SessionCompactor
+from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
+from tests.options import engine_options
 
 JUDGE_URL = "http://judge.invalid/v1/systemone"
 UPSTREAM = "http://upstream.invalid/v1"
@@ -126,7 +127,7 @@ async def compact_with(messages: list[dict[str, Any]], *, local: bool) -> tuple[
             client=client, url=JUDGE_URL, api_key=None if local else judge_key(), local=local
         )
         compactor = SessionCompactor(
-            CompactorConfig(trigger_tokens=TRIGGER, trigger_percent=0.0, rearm_tokens=0),
+            engine_options(trigger_tokens=TRIGGER, trigger_percent=0.0, rearm_tokens=0),
             state=MemoryStateStore(),
             outputs=None,
             judge=judge,

@@ -23,9 +23,10 @@ from factrail.core.formats import openai_chat
 from factrail.core.model import collect_tool_calls
 from factrail.judges import SystemOneJudge, TevJudge
 from factrail.judges.base import Judge
-from factrail.session import CompactorConfig, SessionCompactor, TurnResult
+from factrail.session import SessionCompactor, TurnResult
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from tests.options import engine_options
 
 URL = "http://judge.test/v1/systemone"
 TEV = "http://tev.test/v1"
@@ -99,7 +100,7 @@ async def compact(judge: Judge, deadline_ms: int, tmp_path: Path) -> Run:
     doc = openai_chat.parse(wire)
     store = OutputStore(tmp_path / "outputs")
     compactor = SessionCompactor(
-        CompactorConfig(
+        engine_options(
             trigger_tokens=TRIGGER,
             trigger_percent=0.0,
             rearm_tokens=0,

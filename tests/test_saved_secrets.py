@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from factrail.core.formats import openai_chat
 from factrail.judges.rules import RulesJudge
-from factrail.session import CompactorConfig, SessionCompactor
+from factrail.session import SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from tests.options import engine_options
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -74,7 +75,7 @@ def test_no_generated_secret_reaches_a_saved_output(secrets: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         compactor = SessionCompactor(
-            CompactorConfig(trigger_tokens=4000, trigger_percent=0.0),
+            engine_options(trigger_tokens=4000, trigger_percent=0.0),
             state=MemoryStateStore(),
             outputs=OutputStore(root),
             judge=RulesJudge(),

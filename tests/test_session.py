@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +16,12 @@ from factrail.core.formats import openai_chat
 from factrail.core.model import input_json
 from factrail.judges.base import JudgeRound
 from factrail.judges.rules import RulesJudge
-from factrail.policy.trigger import lines
-from factrail.session import (
-    CompactorConfig,
-    SessionCompactor,
-    _CollectorPause,
-    rearm_gap,
-    session_key,
-    trigger_for,
-)
+from factrail.policy.trigger import Trigger
+from factrail.session import SessionCompactor, session_key
+from factrail.session.analyses import _CollectorPause
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
-from factrail.stores.saver import COMMIT_TIMEOUT_S, OutputSaver, Saved, Staging
-from tests.stores.saver_support import started
+from tests.options import engine_options
 
 
 def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, Any]]:
@@ -66,17 +59,12 @@ def compactor(
     trigger: int,
     tmp_path: Path | None = None,
     judge: Any = None,
-    saver: OutputSaver | None = None,
 ) -> tuple[SessionCompactor, MemoryStateStore]:
-    """A compactor over memory state; outputs under `tmp_path`, or the saver's store."""
+    """A compactor over memory state; outputs under `tmp_path`."""
     store = MemoryStateStore()
     outputs = OutputStore(tmp_path / "outputs") if tmp_path is not None else None
-    if saver is not None:
-        outputs = saver.store
-    config = CompactorConfig(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0)
-    compactor = SessionCompactor(
-        config, state=store, outputs=outputs, judge=judge or RulesJudge(), saver=saver
-    )
+    options = engine_options(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0)
+    compactor = SessionCompactor(options, state=store, outputs=outputs, judge=judge or RulesJudge())
     return compactor, store
 
 
@@ -169,28 +157,29 @@ async def test_hysteresis_waits_for_the_rearm_gap() -> None:
 
 
 def test_lines_soft_line_and_gap() -> None:
-    first = lines(120_000, None, rearm_gap(120_000, 0))
+    trigger = Trigger(tokens=120_000, percent=0.0, rearm=0)
+    first = trigger.lines(120_000, None)
     assert first.soft == 100_000 and first.need == 100_000
-    after = lines(120_000, 90_000, rearm_gap(120_000, 0))
+    after = trigger.lines(120_000, 90_000)
     assert after.need == 105_000
-    capped = lines(120_000, 118_000, 40_000)
+    capped = Trigger(tokens=120_000, percent=0.0, rearm=40_000).lines(120_000, 118_000)
     assert capped.need == 120_000
 
 
 def test_trigger_is_min_of_percent_window_and_absolute() -> None:
-    cfg = CompactorConfig(
+    cfg = engine_options(
         trigger_tokens=180_000, trigger_percent=60, context_windows={"gpt-4o": 128_000}
-    )
-    assert trigger_for("gpt-4o-2024-08-06", cfg) == 76_800
-    assert trigger_for("unknown-model", cfg) == 180_000
-    family = CompactorConfig(
+    ).trigger
+    assert cfg.for_model("gpt-4o-2024-08-06") == 76_800
+    assert cfg.for_model("unknown-model") == 180_000
+    family = engine_options(
         trigger_tokens=180_000,
         trigger_percent=60,
         context_windows={"gpt-4.1": 1_047_576},
         trigger_by_model={"gpt-4.1": 400_000, "gpt-4.1-mini": 90_000},
-    )
-    assert trigger_for("openai/gpt-4.1-2025-04-14", family) == 400_000
-    assert trigger_for("gpt-4.1-mini", family) == 90_000
+    ).trigger
+    assert family.for_model("openai/gpt-4.1-2025-04-14") == 400_000
+    assert family.for_model("gpt-4.1-mini") == 90_000
 
 
 def test_session_key_prefers_header_and_is_stable() -> None:
@@ -267,7 +256,7 @@ async def test_briefed_inputs_are_reapplied_with_their_results(tmp_path: Path) -
 
 
 def test_a_compaction_stuck_past_the_hard_line_waits_for_the_gap() -> None:
-    stuck = lines(120_000, 130_000, rearm_gap(120_000, 0))
+    stuck = Trigger(tokens=120_000, percent=0.0, rearm=0).lines(120_000, 130_000)
     assert stuck.need == 145_000
 
 
@@ -307,7 +296,6 @@ async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path:
 
 
 async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:
-    import os
 
     old = tmp_path / "outputs" / "gone" / "call_x.txt"
     old.parent.mkdir(parents=True)
@@ -353,9 +341,9 @@ async def test_the_decision_log_masks_the_judges_own_key(tmp_path: Path) -> None
     log = DecisionLog(tmp_path / "decisions")
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
         judge = SystemOneJudge(client=client, url="http://judge.test/v1/systemone", api_key=key)
-        config = CompactorConfig(trigger_tokens=16000, trigger_percent=0.0)
+        options = engine_options(trigger_tokens=16000, trigger_percent=0.0)
         c = SessionCompactor(
-            config, state=MemoryStateStore(), outputs=None, judge=judge, decisions=log
+            options, state=MemoryStateStore(), outputs=None, judge=judge, decisions=log
         )
         result = await c.compact("s", openai_chat.parse(wire))
     assert result.outcome == "compacted" and result.reason == "ok"
@@ -372,13 +360,13 @@ async def test_turns_below_the_trigger_prepare_the_compaction_turn(tmp_path: Pat
     before = await warm.compact("s", openai_chat.parse(wire[:-9]))
     assert before.outcome == "passthrough"
     assert before.tokens_before >= 20000
-    assert warm._take_analysis("s") is None  # nothing runs before the answer is sent
+    assert not warm.analyses.take("s").layouts  # nothing runs before the answer is sent
     assert before.after_answer is not None
     before.after_answer()
     await warm.settled()
-    analysis = warm._take_analysis("s")
-    assert analysis is not None and analysis.layouts
-    warm._keep_analysis("s", analysis)
+    analysis = warm.analyses.take("s")
+    assert analysis.layouts
+    warm.analyses.keep("s", analysis)
     cold, _ = compactor(40000, tmp_path / "cold")
     got = await warm.compact("s", openai_chat.parse(wire))
     want = await cold.compact("s", openai_chat.parse(wire))
@@ -390,30 +378,30 @@ async def test_turns_below_the_trigger_prepare_the_compaction_turn(tmp_path: Pat
 
 async def test_no_preparation_below_the_share_or_when_switched_off() -> None:
     for share, turns in ((0.5, 3), (0.0, 30)):
-        config = CompactorConfig(
+        options = engine_options(
             trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0, prepare_share=share
         )
-        c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
+        c = SessionCompactor(options, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
         result = await c.compact("s", openai_chat.parse(chat(turns)[:-9]))
         assert result.outcome == "passthrough"
         assert result.after_answer is None
         await c.settled()
-        assert c._take_analysis("s") is None
+        assert not c.analyses.take("s").layouts
 
 
 async def test_analyses_are_kept_for_the_most_recent_sessions_only() -> None:
-    config = CompactorConfig(
+    options = engine_options(
         trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0, analysis_sessions=2
     )
-    c = SessionCompactor(config, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
+    c = SessionCompactor(options, state=MemoryStateStore(), outputs=None, judge=RulesJudge())
     for session in ("a", "b", "c"):
         result = await c.compact(session, openai_chat.parse(chat(30)[:-9]))
         assert result.after_answer is not None
         result.after_answer()
         await c.settled()
-    assert c._take_analysis("a") is None
-    assert c._take_analysis("b") is not None
-    assert c._take_analysis("c") is not None
+    assert not c.analyses.take("a").layouts
+    assert c.analyses.take("b").layouts
+    assert c.analyses.take("c").layouts
 
 
 def test_the_collector_pause_nests_and_restores_what_it_found() -> None:
@@ -438,9 +426,9 @@ async def test_preparations_are_observed_done_skipped_or_failed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     heard: list[tuple[str, float]] = []
-    config = CompactorConfig(trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0)
+    options = engine_options(trigger_tokens=40000, trigger_percent=0.0, rearm_tokens=0)
     c = SessionCompactor(
-        config,
+        options,
         state=MemoryStateStore(),
         outputs=None,
         judge=RulesJudge(),
@@ -452,85 +440,16 @@ async def test_preparations_are_observed_done_skipped_or_failed(
         assert result.after_answer is not None
         with monkeypatch.context() as m:
             if session == "skipped":
-                m.setattr("factrail.session.MAX_QUEUED_PREPARATIONS", 0)
+                m.setattr("factrail.session.analyses.MAX_QUEUED_PREPARATIONS", 0)
             if session == "failed":
 
                 def broken(*_: object, **__: object) -> None:
                     raise RuntimeError("analysis bug")
 
-                m.setattr("factrail.session.prepare", broken)
+                m.setattr("factrail.session.analyses.prepare", broken)
             result.after_answer()
             await c.settled()
     assert [outcome for outcome, _ in heard] == ["done", "skipped", "failed"]
     assert heard[0][1] > 0 and heard[1][1] == 0.0
-    assert c._take_analysis("done") is not None
-    assert c._take_analysis("failed") is None
-
-
-class CountingSaver(OutputSaver):
-    """An `OutputSaver` that keeps what each `commit` answered."""
-
-    committed: list[Saved | None]
-
-    def commit(
-        self, staging: Staging, needed: Iterable[str], timeout: float = COMMIT_TIMEOUT_S
-    ) -> Saved | None:
-        got = super().commit(staging, needed, timeout)
-        self.__dict__.setdefault("committed", []).append(got)
-        return got
-
-
-async def test_a_saver_process_saves_exactly_what_saving_in_line_saves(tmp_path: Path) -> None:
-    """Staged in a child while the rails run, committed after: the same request, the same
-    files and counts as saving in this thread, and no staged file left over."""
-    wire = chat(40)
-    wire[5]["content"] += " token " + "sk-" + "proj-" + "Zx9" * 12  # a secret to redact
-    wire[3]["content"] = "ok"  # too short to reduce: staged, then removed
-    saver = started(CountingSaver(OutputStore(tmp_path / "ahead" / "outputs"), min_chars=0))
-    try:
-        c, _ = compactor(16000, tmp_path / "inline")
-        inline = await c.compact("sess", openai_chat.parse(wire))
-        c, _ = compactor(16000, saver=saver)
-        ahead = await c.compact("sess", openai_chat.parse(wire))
-        assert len(saver.committed) == 1 and saver.committed[0] is not None  # staged ahead
-        assert len(saver.committed[0]) == ahead.saved
-        assert ahead.outcome == inline.outcome == "compacted"
-        assert ahead.saved == inline.saved > 0 and ahead.redactions == inline.redactions
-        swap = json.dumps(inline.document).replace(
-            str(tmp_path / "inline"), str(tmp_path / "ahead")
-        )
-        assert json.dumps(ahead.document) == swap
-        left = sorted(os.listdir(tmp_path / "inline" / "outputs" / "sess"))
-        assert sorted(os.listdir(saver.store.root / "sess")) == left  # no temp file stays
-        for name in left:
-            want = (tmp_path / "inline" / "outputs" / "sess" / name).read_bytes()
-            assert (saver.store.root / "sess" / name).read_bytes() == want
-    finally:
-        saver.close()
-
-
-async def test_a_dead_saver_process_loses_nothing(tmp_path: Path) -> None:
-    saver = started(OutputSaver(OutputStore(tmp_path / "outputs"), min_chars=0))
-    assert saver._child is not None
-    saver._child.proc.kill()
-    saver._child.proc.wait()
-    c, _ = compactor(16000, saver=saver)
-    try:
-        result = await c.compact("sess", openai_chat.parse(chat(30)))
-        assert result.outcome == "compacted" and result.saved == result.reduced > 0
-        assert len(os.listdir(tmp_path / "outputs" / "sess")) == result.saved
-    finally:
-        c.close()
-
-
-class BrokenSaver(OutputSaver):
-    """A saver whose every call fails, as a bug in it would."""
-
-    def stage(self, session: str, outputs: Sequence[tuple[str, str]]) -> Staging | None:
-        raise RuntimeError("stage broke")
-
-
-async def test_a_broken_saver_never_fails_a_compaction(tmp_path: Path) -> None:
-    c, _ = compactor(16000, saver=BrokenSaver(OutputStore(tmp_path / "outputs"), min_chars=0))
-    result = await c.compact("sess", openai_chat.parse(chat(30)))
-    assert result.outcome == "compacted" and result.saved == result.reduced > 0
+    assert c.analyses.take("done").layouts
+    assert not c.analyses.take("failed").layouts

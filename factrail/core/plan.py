@@ -38,23 +38,22 @@ _ABRIDGE_OVER, _ABRIDGE_HEAD, _ABRIDGE_TAIL = 590, 400, 150
 _ONE_LINE_INPUT_CHARS, _ONE_LINE_VALUE_CHARS = 60, 200
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CompactOptions:
-    """Knobs of one compaction (an empty goal means: derived from the last prompts)."""
+    """Knobs of one compaction's plan (`factrail.settings.Settings.plan_options` holds their
+    defaults); an empty goal means: derived from the last prompts."""
 
     goal: str = ""
-    keep_threshold: float = 0.5
-    preserve_recent: int = 6
-    max_state_tokens: int = 25_000
-    max_request_tokens: int = 30_000
-    head_chars: int = 200
-    egress: Egress = "full"
+    keep_threshold: float
+    preserve_recent: int
+    max_state_tokens: int
+    max_request_tokens: int
+    head_chars: int
+    egress: Egress
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.keep_threshold):
-            raise ValueError("keep_threshold must be a finite number")
-        # A threshold outside [0, 1] would keep or drop everything; clamp it.
-        object.__setattr__(self, "keep_threshold", min(max(self.keep_threshold, 0.0), 1.0))
+        if not 0.0 <= self.keep_threshold <= 1.0:
+            raise ValueError("keep_threshold must lie in [0, 1]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,77 +1,104 @@
-"""The `factrail eval` and `factrail dataset` subcommands: load a corpus, run, print, gate."""
+"""`factrail eval` and `factrail dataset`: load a corpus, run, print, gate (typed parameters)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from factrail.core.model import Action, Message
+from factrail.eval.facts import Visibility
 from factrail.eval.progress import progress
+from factrail.eval.replay import DeciderName
+from factrail.settings import Settings
 
 Named = list[tuple[str, list[Message]]]
+Decider = Literal["rules", "oracle", "recorded", "systemone", "tev"]
+SIM_STRATEGIES = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none")
 
 
-def _fence() -> Any:
-    """`taints(tool, skill)` under the configured fence (defaults plus the operator's additions)."""
-    import os
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where the transcripts come from: exactly one of the four."""
 
-    from factrail.policy.options import PolicyOptions
-    from factrail.policy.taint import TaintFence
-
-    raw = {
-        k: v
-        for k, v in {
-            "taintTools": os.environ.get("FACTRAIL_TAINT_TOOLS"),
-            "taintSkills": os.environ.get("FACTRAIL_TAINT_SKILLS"),
-        }.items()
-        if v is not None
-    }
-    options, _ = PolicyOptions.from_mapping(raw)
-
-    return TaintFence.from_options(options).taints
+    synthetic: int | None = None
+    synthetic_v2: int | None = None
+    corpus: Path | None = None
+    claude_projects: Path | None = None
+    seed: int = 0
+    max_sessions: int = 40
+    """Claude Code projects: at most this many sessions."""
+    min_calls: int = 15
+    """Claude Code projects: only sessions with at least this many tool calls."""
 
 
-def load_corpus(args: argparse.Namespace) -> Named:
-    """The transcripts the source flags name."""
+@dataclass(frozen=True, slots=True)
+class EvalRun:
+    """One `factrail eval`."""
+
+    source: Source
+    cuts: tuple[float, ...] = (0.5, 0.75)
+    visibility: Visibility = "strict"
+    strategies: tuple[str, ...] | None = None
+    """Only these strategies (None: all)."""
+    sim: bool = False
+    decider: Decider = "rules"
+    gate: Path | None = None
+    write_baseline: Path | None = None
+    tolerance: float = 0.005
+    json_out: str | None = None
+    """Write the result as JSON here (`-`: stdout, and no table)."""
+    report: Path | None = None
+    command: str = "factrail eval"
+    """The command line, for the report."""
+
+
+def load_corpus(source: Source, settings: Settings) -> Named:
+    """The transcripts `source` names (Claude Code sessions the fence taints are left out)."""
     from factrail.eval import corpora
 
-    if getattr(args, "synthetic", None) is not None:
+    if source.synthetic is not None:
         from factrail.eval.synthetic import corpus
 
-        return [(n, list(m)) for n, m in corpus(args.seed, args.synthetic)]
-    if getattr(args, "synthetic_v2", None) is not None:
+        return [(n, list(m)) for n, m in corpus(source.seed, source.synthetic)]
+    if source.synthetic_v2 is not None:
         from factrail.eval.synthetic_v2 import corpus as corpus_v2
 
-        return [(n, list(m)) for n, m in corpus_v2(args.seed, args.synthetic_v2)]
-    if getattr(args, "corpus", None) is not None:
-        if not args.corpus.is_dir():
-            raise ValueError(f"{args.corpus}: not a folder")
-        return [(n, list(m)) for n, m in corpora.load_corpus_dir(args.corpus)]
+        return [(n, list(m)) for n, m in corpus_v2(source.seed, source.synthetic_v2)]
+    if source.corpus is not None:
+        if not source.corpus.is_dir():
+            raise ValueError(f"{source.corpus}: not a folder")
+        return [(n, list(m)) for n, m in corpora.load_corpus_dir(source.corpus)]
+    if source.claude_projects is None:
+        raise ValueError("no transcripts named")
     return [
         (n, list(m))
         for n, m in corpora.claude_projects(
-            args.claude_projects,
-            seed=args.seed,
-            max_sessions=args.max,
-            min_calls=args.min_calls,
-            taints=_fence(),
+            source.claude_projects,
+            settings.fence(),
+            seed=source.seed,
+            max_sessions=source.max_sessions,
+            min_calls=source.min_calls,
         )
     ]
 
 
-def _decider(args: argparse.Namespace, client: Any) -> Any:
-    """`rules`/`oracle` by name; a judge or the decision log as a callable."""
-    if args.judge in ("rules", "oracle"):
-        return args.judge
-    from factrail.core.plan import CallAnswer, CompactOptions, build_plan
+DecideFn = Callable[[Sequence[Message]], dict[str, Action]]
 
-    if args.judge == "recorded":
+
+def _decider(name: Decider, settings: Settings, client: Any) -> DeciderName | DecideFn:
+    """`rules`/`oracle` by name; the decision log or the configured judge as a callable."""
+    if name in ("rules", "oracle"):
+        return name
+    from factrail.core.plan import CallAnswer, build_plan
+
+    options = settings.plan_options()
+    if name == "recorded":
         from factrail.stores.decisions import default_decision_log
 
         log = default_decision_log()
@@ -86,21 +113,20 @@ def _decider(args: argparse.Namespace, client: Any) -> Any:
                     )
 
         def recorded(prefix: Sequence[Message]) -> dict[str, Action]:
-            plan = build_plan(prefix, CompactOptions(), answers, frozenset())
+            plan = build_plan(prefix, options, answers, frozenset())
             return dict(plan.decide({}).actions)
 
         return recorded
 
-    from factrail.cli import make_cli_judge
+    from factrail.judges import configured_judge
 
-    judge = make_cli_judge(args, client)
-    options = CompactOptions(egress=args.egress)
+    judge = configured_judge(settings.model_copy(update={"judge": name}), client)
 
     def judged(prefix: Sequence[Message]) -> dict[str, Action]:
         plan = build_plan(prefix, options, {}, frozenset())
 
         async def ask() -> dict[str, float]:
-            deadline = time.monotonic() + args.deadline_ms / 1000
+            deadline = time.monotonic() + settings.judge_deadline_ms / 1000
             round_ = await judge.ask(plan.requests, deadline=deadline)
             return dict(round_.answers)
 
@@ -110,66 +136,86 @@ def _decider(args: argparse.Namespace, client: Any) -> Any:
     return judged
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    """Replay at cuts, optionally simulate, print a table or JSON, gate, report."""
+def evaluate(
+    transcripts: Sequence[tuple[str, Sequence[Message]]],
+    settings: Settings,
+    *,
+    cuts: Sequence[float] = (0.5, 0.75),
+    visibility: Visibility = "strict",
+    strategies: Sequence[str] | None = None,
+    sim: bool = False,
+    decider: Decider = "rules",
+    with_rows: bool = False,
+    show_progress: bool = False,
+) -> dict[str, Any]:
+    """Replay `transcripts` at `cuts` (and simulate in-flight compaction when `sim`): the
+    result `factrail eval --json -` prints."""
     import httpx
 
     from factrail.eval.replay import replay
 
-    transcripts = load_corpus(args)
-    if not transcripts:
-        raise ValueError("the corpus holds no transcripts")
-    cuts = tuple(float(c) for c in args.cuts.split(",") if c.strip())
-    strategies = tuple(args.strategy) if args.strategy else None
-    kwargs: dict[str, Any] = {"cuts": cuts, "visibility": args.visibility}
+    def shown(items: Iterable[Any], label: str) -> Iterable[Any]:
+        return progress(items, total=len(transcripts), label=label) if show_progress else items
+
+    kwargs: dict[str, Any] = {"cuts": tuple(cuts), "visibility": visibility}
     if strategies:
-        kwargs["strategies"] = strategies
-    client = httpx.AsyncClient() if args.judge in ("systemone", "tev") else None
-    result_obj = replay(
-        progress(transcripts, total=len(transcripts), label="replay"),
-        decider=_decider(args, client),
-        **kwargs,
+        kwargs["strategies"] = tuple(strategies)
+    client = httpx.AsyncClient() if decider in ("systemone", "tev") else None
+    replayed = replay(
+        shown(transcripts, "replay"), decider=_decider(decider, settings, client), **kwargs
     )
-    result = result_obj.as_json(with_rows=args.report is not None)
+    result = replayed.as_json(with_rows=with_rows)
     result["sim"] = None
-    if args.sim:
+    if sim:
         from factrail.eval.sim import run_sim
 
-        sim_strategies = strategies or (
-            "rails",
-            "erase",
-            "clear-oldest",
-            "mask",
-            "middle-out",
-            "none",
-        )
         _, sim_totals = run_sim(
             transcripts,
-            strategies=sim_strategies,
-            visibility=args.visibility,
-            progress=lambda items: progress(items, total=len(transcripts), label="sim"),
+            settings.engine_options(outputs_route=None),
+            strategies=tuple(strategies) if strategies else SIM_STRATEGIES,
+            visibility=visibility,
+            progress=lambda items: shown(items, "sim"),
         )
         result["sim"] = sim_totals.get("rails")
         result["sim_strategies"] = sim_totals
-    if args.write_baseline:
+    return result
+
+
+def run_eval(run: EvalRun, settings: Settings) -> int:
+    """Replay at cuts, optionally simulate, print a table or JSON, gate, report: the exit code."""
+    transcripts = load_corpus(run.source, settings)
+    if not transcripts:
+        raise ValueError("the corpus holds no transcripts")
+    result = evaluate(
+        transcripts,
+        settings,
+        cuts=run.cuts,
+        visibility=run.visibility,
+        strategies=run.strategies,
+        sim=run.sim,
+        decider=run.decider,
+        with_rows=run.report is not None,
+        show_progress=True,
+    )
+    if run.write_baseline:
         from factrail.eval.gate import write_baseline
 
-        write_baseline(args.write_baseline, result, tolerance=args.tolerance)
-    if args.json_out == "-":
+        write_baseline(run.write_baseline, result, tolerance=run.tolerance)
+    if run.json_out == "-":
         sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
     else:
-        if args.json_out:
-            Path(args.json_out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        if run.json_out:
+            Path(run.json_out).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
         print_table(result, file=sys.stdout)
-    if args.report:
+    if run.report:
         from factrail.eval.report import write_report
 
-        write_report(result, args.report, command="factrail " + " ".join(sys.argv[1:]))
-    if args.gate:
+        write_report(result, run.report, command=run.command)
+    if run.gate:
         from factrail.eval.gate import check_gate, load_baseline
 
-        report = check_gate(result, load_baseline(args.gate))
-        out = sys.stderr if args.json_out == "-" else sys.stdout
+        report = check_gate(result, load_baseline(run.gate))
+        out = sys.stderr if run.json_out == "-" else sys.stdout
         for line in report.lines:
             print(line, file=out)
         return 0 if report.passed else 1
@@ -213,27 +259,40 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
                 )
 
 
-def run_dataset(args: argparse.Namespace) -> int:
+@dataclass(frozen=True, slots=True)
+class DatasetRun:
+    """One `factrail dataset`."""
+
+    source: Source
+    out: Path
+    dev_share: float = 0.1
+    max_state_tokens: int = 1500
+    teacher: bool = False
+    """Add labels from the decision log."""
+
+
+def run_dataset(run: DatasetRun, settings: Settings) -> int:
     """Export hindsight-labelled Tev records (and teacher labels when asked)."""
     from factrail.eval.dataset import export_dataset
 
-    transcripts = load_corpus(args)
+    transcripts = load_corpus(run.source, settings)
     teacher: Iterable[dict[str, Any]] | None = None
-    if args.teacher:
+    if run.teacher:
         from factrail.stores.decisions import default_decision_log
 
         log = default_decision_log()
         teacher = list(log.read_all()) if log is not None else []
     manifest = export_dataset(
         progress(transcripts, total=len(transcripts), label="dataset"),
-        args.out,
-        dev_share=args.dev_share,
-        max_state_tokens=args.max_state_tokens,
+        run.out,
+        options=settings.plan_options(),
+        dev_share=run.dev_share,
+        max_state_tokens=run.max_state_tokens,
         teacher_records=teacher,
     )
     print(
         f"factrail dataset: {manifest.records} record(s) from"
-        f" {sum(manifest.transcripts.values())} transcript(s) → {args.out}"
+        f" {sum(manifest.transcripts.values())} transcript(s) → {run.out}"
     )
     print(json.dumps(manifest.as_dict(), indent=2))
     return 0

@@ -17,11 +17,10 @@ from pathlib import Path
 
 from factrail.core.formats.detect import parse_any as detect
 from factrail.core.model import Message
+from factrail.policy.taint import TaintFence, tool_refs
 
 Parse = Callable[[str, str], Sequence[Message]]
 """A transcript file's text and its file name → messages (malformed input raises ValueError)."""
-Taints = Callable[[str, str | None], bool]
-"""Whether a tool name, or a `Skill` call's skill name, taints the session."""
 Named = list[tuple[str, list[Message]]]
 
 
@@ -61,25 +60,17 @@ def session_name(path: Path) -> str:
     return "cc-" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
 
 
-def _tainted(messages: Sequence[Message], taints: Taints) -> bool:
-    for m in messages:
-        for u in m.tool_uses:
-            skill = (u.input.get("skill") or u.input.get("name")) if u.tool == "Skill" else None
-            if taints(u.tool, skill if isinstance(skill, str) else None):
-                return True
-    return False
-
-
 def claude_projects(
     root: Path,
-    taints: Taints,
+    fence: TaintFence,
     *,
     seed: int = 0,
     max_sessions: int = 40,
     min_calls: int = 15,
     parse: Parse = parse_any,
 ) -> Named:
-    """Up to `max_sessions` untainted sessions with at least `min_calls` tool uses."""
+    """Up to `max_sessions` sessions the fence leaves untainted, with at least `min_calls` tool
+    uses."""
     out: Named = []
     for path in sorted(_session_files(root), key=lambda p: sample_key(seed, p)):
         if len(out) >= max_sessions:
@@ -88,7 +79,10 @@ def claude_projects(
             messages = _read(path, parse)
         except (OSError, ValueError):
             continue
-        if sum(len(m.tool_uses) for m in messages) < min_calls or _tainted(messages, taints):
+        if (
+            sum(len(m.tool_uses) for m in messages) < min_calls
+            or fence.scan(tool_refs(messages)).tainted
+        ):
             continue
         out.append((session_name(path), messages))
     return out

@@ -20,7 +20,7 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -129,10 +129,13 @@ def hindsight_examples(
     name: str,
     messages: Sequence[Message],
     max_state_tokens: int,
+    base: CompactOptions,
     skipped: Counter[str] | None = None,
 ) -> Iterator[Example]:
-    """One example per question the plan would ask at each cut, labelled by hindsight."""
-    options = CompactOptions(
+    """One example per question the plan would ask at each cut (under the judge's own plan
+    options `base`, with states of at most `max_state_tokens`), labelled by hindsight."""
+    options = replace(
+        base,
         max_state_tokens=max_state_tokens,
         max_request_tokens=max_state_tokens + REQUEST_HEADROOM,
     )
@@ -245,12 +248,14 @@ def export_dataset(
     transcripts: Iterable[tuple[str, Sequence[Message]]],
     out_dir: Path,
     *,
+    options: CompactOptions,
     dev_share: float = 0.1,
     max_state_tokens: int = 1500,
     teacher_records: Iterable[Mapping[str, Any]] | None = None,
     teacher_threshold: float = TEACHER_THRESHOLD,
 ) -> Manifest:
-    """Write `records/{train,dev}.jsonl`, `sft/{train,dev}.jsonl` and `manifest.json`.
+    """Write `records/{train,dev}.jsonl`, `sft/{train,dev}.jsonl` and `manifest.json`; the
+    questions are those the judge's plan (`options`) would ask.
 
     `out_dir` must not exist (DatasetExistsError); it is created 0700 and every file exclusively
     0600. Transcript names must be the canonical session keys when teacher records are given, so
@@ -262,7 +267,7 @@ def export_dataset(
 
     def examples() -> Iterator[Example]:
         for name, messages in transcripts:
-            yield from hindsight_examples(name, messages, max_state_tokens, skipped)
+            yield from hindsight_examples(name, messages, max_state_tokens, options, skipped)
         if teacher_records is not None:
             yield from teacher_examples(
                 teacher_records, max_state_tokens, teacher_threshold, skipped

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -34,13 +34,13 @@ from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
 from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
 from factrail.judges.rules import RulesJudge
-from factrail.session import CompactorConfig, SessionCompactor
+from factrail.policy.trigger import soft_line
+from factrail.session import EngineOptions, SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
 TRIGGER_SHARE = 0.6
 CACHED_READ_PRICE = 0.1
-PRESERVE_RECENT = 6
 
 Strategy = Callable[[Sequence[Message], Mapping[str, Action]], list[Message]]
 
@@ -165,29 +165,31 @@ class _Run:
 async def simulate(
     name: str,
     messages: Sequence[Message],
+    options: EngineOptions,
     *,
     lengths: Sequence[float] = LENGTHS,
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
     visibility: Visibility = "strict",
 ) -> list[SimRow]:
-    """Every (length, strategy) row for one transcript."""
+    """Every (length, strategy) row for one transcript; the rails run as the gateway would
+    under `options`, at a trigger of 0.6 of each length's window (no outputs saved)."""
     meter = _Meter()
     total = meter.total(messages)
     uses = _uses_by_turn(facts(messages))
     rows: list[SimRow] = []
+    preserve = options.plan.preserve_recent
     for length in lengths:
         window = total / length if length > 0 else float(total)
         trigger = int(TRIGGER_SHARE * window)
-        soft = trigger * 5 / 6
+        soft = soft_line(trigger)
         runs = {s: _Run(SimRow(name, length, s), window, meter) for s in strategies}
+        at_length = replace(
+            options,
+            trigger=replace(options.trigger, tokens=trigger, percent=0.0, rearm=0, by_model={}),
+            save_outputs=False,
+        )
         compactor = SessionCompactor(
-            CompactorConfig(
-                trigger_tokens=trigger,
-                trigger_percent=0.0,
-                rearm_tokens=0,
-                preserve_recent=PRESERVE_RECENT,
-                save_outputs=False,
-            ),
+            at_length,
             state=MemoryStateStore(),
             outputs=None,
             judge=RulesJudge(),
@@ -214,9 +216,10 @@ async def simulate(
                 elif s == "none" or not pressured:
                     sent = context
                 else:
-                    sent = rivals[s](context, rules_actions(context, PRESERVE_RECENT))
+                    sent = rivals[s](context, rules_actions(context, preserve))
                 run.request(sent, full, previous_full, at_stake, visibility)
             previous_full = full
+        compactor.close()
         rows.extend(run.row for run in runs.values())
     return rows
 
@@ -264,6 +267,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
 
 def run_sim(
     transcripts: Iterable[tuple[str, Sequence[Message]]],
+    options: EngineOptions,
     *,
     lengths: Sequence[float] = LENGTHS,
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
@@ -280,7 +284,12 @@ def run_sim(
         for name, messages in items:
             rows.extend(
                 await simulate(
-                    name, messages, lengths=lengths, strategies=strategies, visibility=visibility
+                    name,
+                    messages,
+                    options,
+                    lengths=lengths,
+                    strategies=strategies,
+                    visibility=visibility,
                 )
             )
         return rows

@@ -1,2 +1,2 @@
-"""Pure estate policy: option coercion, the switch, the taint fence, judge choice, the token
-trigger, cache-warm timing and compaction scope. No I/O and no clock (`now` is a parameter)."""
+"""Pure estate policy: the trigger and its lines, the taint fence and the judge choice.
+No I/O and no clock (`now` is a parameter)."""

@@ -3,16 +3,15 @@ judge, and stay fenced for the rest of the session (sticky taint)."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from factrail.core.model import Message
-from factrail.policy.coerce import finite_number, js_string
-from factrail.policy.options import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, PolicyOptions
 
+DEFAULT_TAINT_TOOLS = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
+DEFAULT_TAINT_SKILLS = ("email-search",)
 SKILL_TOOL = "Skill"
 EARLIER_SAMPLE = "(earlier in this session)"
 SAMPLE_SIZE = 3
@@ -20,12 +19,8 @@ _COMMAND_NAME = re.compile(r"<command-name>/?([^<>\s]+)</command-name>")
 """How Claude Code records a skill or command expanded by a slash command in a user turn."""
 
 
-def _scalar_text(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return js_string(value)
-    return None
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,13 +29,6 @@ class ToolRef:
 
     tool: str
     skill: str | None = None
-
-    @classmethod
-    def from_json(cls, value: Any) -> ToolRef:
-        """Lenient: scalars read as their text; any other `tool` is `""` (which taints nothing)."""
-        if not isinstance(value, Mapping):
-            return cls("")
-        return cls(_scalar_text(value.get("tool")) or "", _scalar_text(value.get("skill")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +46,6 @@ class TaintScan:
         """`"<count> call(s): <sample>"`, the verdict's detail for a fenced session."""
         return f"{self.count} call(s): {', '.join(self.sample)}"
 
-    def to_json(self) -> dict[str, Any]:
-        """Exactly `{"tainted","count","sample","sticky"}`."""
-        return {
-            "tainted": self.tainted,
-            "count": self.count,
-            "sample": list(self.sample),
-            "sticky": self.sticky,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class TaintFence:
@@ -76,8 +55,18 @@ class TaintFence:
     skills: tuple[str, ...] = DEFAULT_TAINT_SKILLS
 
     @classmethod
-    def from_options(cls, options: PolicyOptions) -> TaintFence:
-        return cls(options.taint_tools, options.taint_skills)
+    def configured(
+        cls, tools: Iterable[str], skills: Iterable[str], *, replace_defaults: bool = False
+    ) -> TaintFence:
+        """The operator's entries added to the defaults (replacing them only when asked)."""
+        if replace_defaults:
+            return cls(_names(tools), _names(skills))
+        return cls(_names((*DEFAULT_TAINT_TOOLS, *tools)), _names((*DEFAULT_TAINT_SKILLS, *skills)))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every fenced prefix and skill name."""
+        return (*self.tools, *self.skills)
 
     def skill_taints(self, name: str | None) -> bool:
         """A fenced skill by exact name or plugin-qualified (`plugin:<skill>`)."""
@@ -98,22 +87,8 @@ class TaintFence:
         return TaintScan(bool(hits), len(hits), sample)
 
 
-DEFAULT_FENCE = TaintFence()
-
-
-def taints(tool: str, skill: str | None = None, fence: TaintFence = DEFAULT_FENCE) -> bool:
-    """Whether one call is fenced (see `TaintFence.taints`)."""
-    return fence.taints(tool, skill)
-
-
-def skill_taints(name: str | None, fence: TaintFence = DEFAULT_FENCE) -> bool:
-    """Whether a skill name is fenced (see `TaintFence.skill_taints`)."""
-    return fence.skill_taints(name)
-
-
-def scan_taint(refs: Iterable[ToolRef], fence: TaintFence = DEFAULT_FENCE) -> TaintScan:
-    """The taint scan of a transcript's tool references."""
-    return fence.scan(refs)
+def _names(names: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(n for n in names if n))
 
 
 def tool_refs(messages: Sequence[Message]) -> list[ToolRef]:
@@ -126,34 +101,29 @@ def tool_refs(messages: Sequence[Message]) -> list[ToolRef]:
         for use in m.tool_uses:
             skill = None
             if use.tool == SKILL_TOOL:
-                skill = _scalar_text(use.input.get("skill")) or _scalar_text(use.input.get("name"))
+                skill = _text(use.input.get("skill")) or _text(use.input.get("name"))
             refs.append(ToolRef(use.tool, skill))
     return refs
 
 
-def taint_key(session: str) -> str:
-    """The session-store key of a session's sticky taint record."""
-    return f"taint:{session}"
-
-
-def sticky_tainted(record: Any) -> bool:
+def _sticky(record: Any) -> bool:
     """A stored record counts only as an object whose `tainted` is JSON true."""
     return isinstance(record, Mapping) and record.get("tainted") is True
 
 
 def merge_taint(record: Any, scan: TaintScan) -> TaintScan:
     """A clean scan of a session with a stored taint stays tainted, and is marked sticky."""
-    if scan.tainted or not sticky_tainted(record):
+    if scan.tainted or not _sticky(record):
         return scan
-    number = finite_number(record.get("count"))
-    count = math.floor(number) if number is not None and number >= 1 else 1
+    number = record.get("count")
+    count = int(number) if isinstance(number, int | float) and 1 <= number < 2**63 else 1
     stored = record.get("sample")
-    sample = tuple(js_string(s) for s in stored[:SAMPLE_SIZE]) if isinstance(stored, list) else ()
+    sample = tuple(str(s) for s in stored[:SAMPLE_SIZE]) if isinstance(stored, list) else ()
     return TaintScan(True, count, sample or (EARLIER_SAMPLE,), sticky=True)
 
 
 def taint_write(record: Any, scan: TaintScan, now_ms: int) -> dict[str, Any] | None:
     """The record to store on the first tainted scan; none once stored (the first `at` stays)."""
-    if not scan.tainted or sticky_tainted(record):
+    if not scan.tainted or _sticky(record):
         return None
     return {"tainted": True, "count": scan.count, "sample": list(scan.sample), "at": now_ms}

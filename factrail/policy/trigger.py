@@ -1,53 +1,49 @@
-"""When to compact: the token trigger, the soft line below it, and re-arm hysteresis.
+"""When to compact: the trigger, the soft line below it, the hard line, and re-arm hysteresis.
 
-Each compaction costs the provider's prompt cache from its first changed message, so after one
-(its size is the session's *baseline*) the next waits until the transcript has grown by the
-re-arm gap.
+This module is the only place that does this arithmetic. The trigger T of a model is
+min(percent × its context window, the absolute trigger of its family). The rails run once a
+transcript crosses the soft line (5/6 of T) and aim back under it; the oldest results give way
+further only while it is past the hard line (T itself). Each compaction costs the provider's
+prompt cache from its first changed message, so after one (its size is the session's
+*baseline*) the next waits until the transcript has grown by the re-arm gap.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
-from factrail.policy.options import PolicyOptions
-
-TriggerReason = Literal["below-threshold", "hysteresis", "threshold", "percent", "no-usage"]
 DueReason = Literal["below-soft-line", "hysteresis", "soft-line", "hard-line"]
 
-
-def _positive(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) and x > 0 else None
-
-
-def trigger_tokens(window: float | None, percent: float, absolute: float) -> int | None:
-    """The lower of `percent` of the context window and the absolute cap; None when neither is
-    set (a figure ≤ 0 disables its half)."""
-    w, p, cap = _positive(window), _positive(percent), _positive(absolute)
-    candidates = [math.floor(cap)] if cap is not None else []
-    if w is not None and p is not None:
-        candidates.append(math.floor(w * p / 100))
-    return min(candidates) if candidates else None
+SOFT_SHARE = 5 / 6
+"""The soft line's share of the trigger."""
+REARM_SHARE = 1 / 8
+"""The re-arm gap when none is configured: room for an eighth of the trigger of new context."""
 
 
-def rearm_gap(threshold: int | None, rearm: float, share: float = 0.25) -> int:
-    """The configured gap when > 0, else `share` of the trigger (a quarter for the estate
-    policy; rounded up), else 0."""
-    gap = _positive(rearm)
-    if gap is not None:
-        return math.ceil(gap)
-    return math.ceil(threshold * share) if threshold else 0
+def soft_line(trigger: float) -> float:
+    """Five sixths of the trigger: where compaction starts and what the rails aim under."""
+    return trigger * SOFT_SHARE
 
 
-def soft_line(trigger: int) -> int:
-    """Five sixths of the trigger: where the gateway starts compacting."""
-    return trigger * 5 // 6
+def rearm_gap(trigger: int, rearm: int) -> int:
+    """The configured gap when > 0, else an eighth of the trigger (rounded up)."""
+    if rearm > 0:
+        return rearm
+    return math.ceil(trigger * REARM_SHARE) if trigger > 0 else 0
 
 
-def baseline_key(session: str) -> str:
-    """The session-store key of the size a session had right after its last compaction."""
-    return f"baseline:{session}"
+def by_prefix(model: str, table: Mapping[str, int]) -> int | None:
+    """The value for `model` by longest matching prefix (case-insensitive, `provider/` dropped)."""
+    name = model.rsplit("/", 1)[-1].lower()
+    best: tuple[int, int] | None = None
+    for prefix, value in table.items():
+        p = prefix.lower()
+        if name.startswith(p) and (best is None or len(p) > best[0]):
+            best = (len(p), value)
+    return best[1] if best else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,77 +55,59 @@ class TriggerLines:
     need: int
 
 
-def lines(trigger: int, baseline: float | None, rearm: float) -> TriggerLines:
-    """The gateway's lines. After a compaction, `need` is the baseline plus the re-arm gap, but
-    hysteresis never holds a transcript past the hard line, unless the compaction itself could
-    not get under it (then every turn would compact; wait for the gap instead)."""
-    soft = soft_line(trigger)
-    base = _positive(baseline)
-    if base is None:
-        return TriggerLines(soft, trigger, soft)
-    rearmed = math.ceil(base + rearm_gap(trigger, rearm))
-    held = rearmed if base >= trigger else min(rearmed, trigger)
-    return TriggerLines(soft, trigger, max(soft, held))
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """The trigger settings of a deployment (a section of `factrail.settings.Settings`)."""
+
+    tokens: int
+    """Absolute trigger; the per-model trigger is min(percent × window, this)."""
+    percent: float
+    """Share of the model's context window, in percent (≤ 0: the window is not used)."""
+    rearm: int
+    """Re-arm gap after a compaction (≤ 0: an eighth of the trigger)."""
+    windows: Mapping[str, int] = field(default_factory=dict)
+    """Model-name prefix → context window in tokens (longest prefix wins)."""
+    by_model: Mapping[str, int] = field(default_factory=dict)
+    """Model-name prefix → absolute trigger for that family, in place of `tokens`."""
+
+    def for_model(self, model: str) -> int:
+        """T = min(percent × context window, absolute trigger), whichever exist (0: never)."""
+        window = by_prefix(model, self.windows)
+        absolute = by_prefix(model, self.by_model) or self.tokens
+        candidates = []
+        if window and self.percent > 0:
+            candidates.append(int(window * self.percent / 100))
+        if absolute > 0:
+            candidates.append(absolute)
+        return min(candidates) if candidates else 0
+
+    def smallest(self) -> int:
+        """The smallest trigger any model can have: bounds the no-parse fast path."""
+        by_percent = [int(w * self.percent / 100) for w in self.windows.values() if w > 0]
+        absolute = [self.tokens, *(t for t in self.by_model.values() if t > 0)]
+        return min([t for t in by_percent if t > 0] + [t for t in absolute if t > 0] or [0])
+
+    def gap(self, trigger: int) -> int:
+        """The re-arm gap for a trigger."""
+        return rearm_gap(trigger, self.rearm)
+
+    def lines(self, trigger: int, baseline: float | None) -> TriggerLines:
+        """The lines for a session of this baseline. After a compaction, `need` is the baseline
+        plus the re-arm gap, but hysteresis never holds a transcript past the hard line, unless
+        the compaction itself could not get under it (then every turn would compact; wait for
+        the gap instead)."""
+        soft = math.floor(soft_line(trigger))
+        if baseline is None or not math.isfinite(baseline) or baseline <= 0:
+            return TriggerLines(soft, trigger, soft)
+        rearmed = math.ceil(baseline + self.gap(trigger))
+        held = rearmed if baseline >= trigger else min(rearmed, trigger)
+        return TriggerLines(soft, trigger, max(soft, held))
 
 
 def due(tokens: float, lines: TriggerLines) -> tuple[bool, DueReason]:
-    """Whether a transcript of `tokens` is due for compaction against the gateway's lines."""
+    """Whether a transcript of `tokens` is due for compaction against these lines."""
     if tokens < lines.soft:
         return False, "below-soft-line"
     if tokens < lines.need:
         return False, "hysteresis"
     return True, "hard-line" if tokens >= lines.hard else "soft-line"
-
-
-@dataclass(frozen=True, slots=True)
-class TriggerDecision:
-    """Whether to compact, why, and the lines used (None: never)."""
-
-    run: bool
-    reason: TriggerReason
-    threshold: int | None
-    need: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "reason": self.reason,
-            "threshold": self.threshold,
-            "need": self.need,
-        }
-
-
-def should_compact(
-    tokens: float | None,
-    *,
-    percent_used: float | None,
-    window: float | None,
-    baseline: float | None,
-    options: PolicyOptions,
-    soft: bool = False,
-) -> TriggerDecision:
-    """The trigger decision; with `soft`, the threshold is the soft line (see `lines`).
-
-    Without a token figure, only an enabled percent trigger fires, and never after a compaction.
-    """
-    trigger = trigger_tokens(window, options.compact_at_percent, options.compact_at_tokens)
-    base = _positive(baseline)
-    threshold = need = None
-    if trigger is not None and soft:
-        gateway = lines(trigger, base, options.rearm_tokens)
-        threshold, need = gateway.soft, gateway.need
-    elif trigger is not None:
-        threshold = need = trigger
-        if base is not None:
-            need = max(trigger, math.ceil(base + rearm_gap(trigger, options.rearm_tokens)))
-    if tokens is not None and math.isfinite(tokens):
-        if threshold is None or need is None or tokens < threshold:
-            return TriggerDecision(False, "below-threshold", threshold, need)
-        if tokens < need:
-            return TriggerDecision(False, "hysteresis", threshold, need)
-        return TriggerDecision(True, "threshold", threshold, need)
-    percent_trigger = _positive(options.compact_at_percent)
-    used = percent_used if percent_used is not None and math.isfinite(percent_used) else None
-    if percent_trigger is not None and used is not None and used >= percent_trigger and not base:
-        return TriggerDecision(True, "percent", threshold, need)
-    return TriggerDecision(False, "no-usage", threshold, need)

@@ -12,7 +12,6 @@ import os
 import secrets
 import stat
 from collections.abc import Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,17 +34,6 @@ class SavedOutput:
     bytes_written: int
     truncated: bool
     redactions: dict[str, int]  # replacements per credential family (for metrics)
-
-
-@dataclass(frozen=True)
-class Staged:
-    """One output redacted and written ahead under a temp name (`stage_all`); `temp` is None
-    when the file already holds exactly these bytes. `commit` puts it in place or removes it."""
-
-    temp: str | None
-    bytes_written: int
-    truncated: bool
-    redactions: dict[str, int]
 
 
 def output_id(session: str, tool_use_id: str) -> str:
@@ -161,13 +149,6 @@ def _saved(path: Path, size: int, truncated: bool, redactions: dict[str, int]) -
     return SavedOutput(path, oid, size, truncated, redactions)
 
 
-def _discard_temp(staged: Staged) -> None:
-    """Remove a staged output's temp file, if it has one."""
-    if staged.temp is not None:
-        with contextlib.suppress(OSError):
-            os.unlink(staged.temp)
-
-
 class OutputStore:
     """Saved full outputs under one root folder (default: `cache_root()/outputs`)."""
 
@@ -223,61 +204,6 @@ class OutputStore:
                 out[tool_use_id] = e
                 continue
             out[tool_use_id] = _saved(path, len(data), truncated, redactions)
-        return out
-
-    def stage_all(
-        self, session: str, outputs: Sequence[tuple[str, str]]
-    ) -> dict[str, Staged | OSError]:
-        """Redact and write each `(tool_use_id, text)` under a temp name beside where `save`
-        would put it, before anyone knows which will be needed (a child process does this
-        while the rails run); `commit` then keeps the needed ones and removes the rest."""
-        try:
-            folder = self._private_folder(session)
-        except OSError as e:
-            return {tool_use_id: e for tool_use_id, _ in outputs}
-        out: dict[str, Staged | OSError] = {}
-        for tool_use_id, text in outputs:
-            data, truncated, redactions = self._redacted(text)
-            path = _file(folder, tool_use_id)
-            temp: str | None = None
-            try:
-                if not already_saved(path, data):
-                    temp_path = _temp_name(path)
-                    if not create_private(temp_path, data):
-                        raise FileExistsError(f"temp file {temp_path} exists")
-                    temp = str(temp_path)
-            except OSError as e:
-                out[tool_use_id] = e
-                continue
-            out[tool_use_id] = Staged(temp, len(data), truncated, redactions)
-        return out
-
-    def commit(
-        self, session: str, staged: Mapping[str, Staged | OSError], needed: AbstractSet[str]
-    ) -> dict[str, SavedOutput | OSError]:
-        """Put the staged outputs of `needed` in place (a rename each; an identical file only
-        has its age refreshed) and remove every other staged file: what was saved, by id."""
-        out: dict[str, SavedOutput | OSError] = {}
-        folder = self.root / sanitise_name(session)
-        for tool_use_id, got in staged.items():
-            if isinstance(got, OSError):
-                if tool_use_id in needed:
-                    out[tool_use_id] = got
-                continue
-            if tool_use_id not in needed:
-                _discard_temp(got)
-                continue
-            path = _file(folder, tool_use_id)
-            try:
-                if got.temp is None:
-                    os.utime(path)  # saved again now: the expiry counts from here
-                else:
-                    os.replace(got.temp, path)
-            except OSError as e:
-                _discard_temp(got)
-                out[tool_use_id] = e
-                continue
-            out[tool_use_id] = _saved(path, got.bytes_written, got.truncated, got.redactions)
         return out
 
     def _private_folder(self, session: str) -> Path:

@@ -7,13 +7,15 @@ Session keys arrive already hashed or sanitised; request bodies are never stored
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard
 
 import orjson
+
+from factrail.core.plan import CallAnswer
+from factrail.core.reapply import PlanEntry
 
 MAX_ANSWERS = 20_000
 CALIBRATION_WEIGHT = 0.3
@@ -25,15 +27,6 @@ class StoreConfigError(ValueError):
     """A state store URL that names an unknown or not yet available backend."""
 
 
-@dataclass(frozen=True)
-class PlanEntry:
-    """How one tool result was reduced: matched by tool_use_id and the hash of its original."""
-
-    original_hash: str
-    reduced_text: str
-    input: dict[str, Any] | None = None  # the briefed tool input, if any
-
-
 @dataclass
 class SessionState:
     """Everything remembered about one session between requests."""
@@ -43,7 +36,7 @@ class SessionState:
     compactions: int = 0
     taint: dict[str, Any] | None = None  # sticky taint record {tainted, count, sample, at}
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
-    answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see answer_key
+    answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
 
 
@@ -57,23 +50,32 @@ class StateStore(Protocol):
     def close(self) -> None: ...
 
 
-def text_hash(text: str) -> str:
-    """Stable short hash (blake2b, 16 bytes, hex) of an original result text."""
-    data = text.encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
+def _answer_key(tool_use_id: str, judge: str) -> str:
+    return f"{tool_use_id}|{judge}"
 
 
-def answer_key(tool_use_id: str, judge_model: str, prompt_version: str) -> str:
-    """Key of a remembered judge answer: `<tool_use_id>|<judge model>|<prompt version>`."""
-    return f"{tool_use_id}|{judge_model}|{prompt_version}"
+def known_answers(state: SessionState, judge: str) -> dict[str, CallAnswer]:
+    """The answers remembered from `judge` (its model and prompt version, `<model>|<version>`),
+    by tool_use_id."""
+    suffix = "|" + judge
+    return {
+        key[: -len(suffix)]: CallAnswer(keep_call=v["keepCall"], keep_result=v["keepResult"])
+        for key, v in state.answers.items()
+        if key.endswith(suffix)
+    }
 
 
-def remember_answers(state: SessionState, new: Mapping[str, Mapping[str, float]]) -> None:
-    """Add answers in sorted key order; a re-answered key moves to the end; oldest dropped."""
-    for key in sorted(new):
-        answer = _answer(new[key])
+def remember_answers(state: SessionState, judge: str, new: Mapping[str, CallAnswer]) -> None:
+    """Remember `judge`'s answers by tool_use_id, in sorted order; a re-answered call moves to
+    the end; the oldest are dropped past the bound. Stored as `<tool_use_id>|<judge>` →
+    `{"keepCall", "keepResult"}`."""
+    for tool_use_id in sorted(new):
+        answer = _answer(
+            {"keepCall": new[tool_use_id].keep_call, "keepResult": new[tool_use_id].keep_result}
+        )
         if answer is None:
             continue
+        key = _answer_key(tool_use_id, judge)
         state.answers.pop(key, None)
         state.answers[key] = answer
     _trim_answers(state.answers)

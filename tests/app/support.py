@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 
 from app.engine import Engine
 from app.main import create_app
-from app.settings import Settings
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.session import TurnResult, session_key
+from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 

@@ -14,8 +14,8 @@ import respx
 from fastapi.testclient import TestClient
 
 from app.main import create_app, default_engine
-from app.settings import Settings
 from factrail.core.tokens import estimate_tokens
+from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client

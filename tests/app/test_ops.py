@@ -12,15 +12,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
-from app.main import create_app, default_engine
 from app.metrics import Metrics
-from app.settings import Settings
-from factrail.stores.memory_state import MemoryStateStore
+from factrail.settings import Settings
 from factrail.stores.outputs import OutputStore
-from factrail.stores.saver import OutputSaver
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
 from tests.app.test_proxy import chat_body
-from tests.stores.saver_support import started
 
 
 def test_health_and_readiness(client: TestClient) -> None:
@@ -103,25 +99,3 @@ def test_dashboard_and_compose_parse() -> None:
         orjson.loads(path.read_bytes())
     for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
         assert yaml.safe_load(path.read_text()) is not None
-
-
-@pytest.mark.parametrize("setting", ["on", "off"])
-def test_the_saver_process_lives_as_long_as_the_app(tmp_path: Path, setting: str) -> None:
-    settings = Settings(
-        upstream_url=UPSTREAM,
-        outputs_dir=str(tmp_path),
-        save_process=setting,  # type: ignore[arg-type]
-    )
-    upstream = httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
-    app = create_app(
-        settings, client=upstream, state=MemoryStateStore(), engine_factory=default_engine
-    )
-    with TestClient(app):
-        compactor = app.state.gateway.engine.compactor
-        saver = compactor.saver
-        if setting == "off":
-            assert saver is None
-            return
-        assert isinstance(saver, OutputSaver) and saver.store.root == tmp_path
-        started(saver)  # the app started it: this waits for its answer
-    assert not saver.ready and saver._child is None  # closed with the app

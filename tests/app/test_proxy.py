@@ -10,7 +10,7 @@ import pytest
 import respx
 from fastapi.testclient import TestClient
 
-from app.settings import Settings
+from factrail.settings import Settings
 from factrail.stores.outputs import OutputStore
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
 

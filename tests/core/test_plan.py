@@ -22,6 +22,7 @@ from factrail.core.plan import (
 )
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
+from tests.options import plan_options
 
 RESULT_SENTINEL = "RESULT-SENTINEL-7f3a"
 ARG_SENTINEL = "ARGVALUE-SENTINEL-91c"
@@ -48,7 +49,7 @@ def transcript(n_calls: int, *, text: str = "looking", result_len: int = 400) ->
 
 
 def opts(**kw: Any) -> CompactOptions:
-    return CompactOptions(preserve_recent=3, **kw)
+    return plan_options(preserve_recent=3, **kw)
 
 
 def sent(plan_requests: Any) -> str:
@@ -97,7 +98,7 @@ def test_error_results_are_noted_as_errors() -> None:
 def test_pinned_reduced_and_known_calls_are_not_asked() -> None:
     msgs = transcript(4)
     known = {"u2": CallAnswer(0.9, 0.9)}
-    plan = build_plan(msgs, CompactOptions(preserve_recent=5), known, {"u1"})
+    plan = build_plan(msgs, plan_options(preserve_recent=5), known, {"u1"})
     # messages 7,8 (u4's call/result) are within the newest 5 of 10 messages → pinned
     asked = [tid for r in plan.requests for _, tid in r.calls]
     assert asked == ["u3"]
@@ -170,11 +171,11 @@ def test_booleans_are_not_probabilities() -> None:
     assert plan.decide({"call_t1": True, "result_t1": True}).decisions[0].reason == "rules"
 
 
-def test_threshold_is_clamped_and_must_be_finite() -> None:
-    assert CompactOptions(keep_threshold=1.5).keep_threshold == 1.0
-    assert CompactOptions(keep_threshold=-2).keep_threshold == 0.0
-    with pytest.raises(ValueError):
-        CompactOptions(keep_threshold=float("nan"))
+def test_threshold_must_lie_in_the_unit_interval() -> None:
+    assert plan_options(keep_threshold=1.0).keep_threshold == 1.0
+    for bad in (1.5, -2.0, float("nan")):
+        with pytest.raises(ValueError):
+            plan_options(keep_threshold=bad)
 
 
 def test_small_request_budget_splits_batches_and_no_room_fails() -> None:
@@ -295,7 +296,7 @@ def test_any_transcript_plans_within_limits(
         body = (RESULT_SENTINEL * (size // len(RESULT_SENTINEL) + 1))[:size]
         msgs.append(Message("user", tool_results=[ToolResult(f"u{k}", body, err)]))
     msgs.append(Message("user", "end"))
-    options = CompactOptions(preserve_recent=2, max_state_tokens=limit, egress=egress)  # type: ignore[arg-type]
+    options = plan_options(preserve_recent=2, max_state_tokens=limit, egress=egress)  # type: ignore[arg-type]
     plan = build_plan(msgs, options, {}, set())
     asked = [tid for r in plan.requests for _, tid in r.calls]
     candidates = [c.tool_use_id for c in plan.calls if not c.pinned]
@@ -315,7 +316,7 @@ def test_real_sessions_plan_within_limits(corpus_dir: Path) -> None:
     for path in sorted(corpus_dir.glob("*.json")):
         msgs = openai_chat.parse(json.loads(path.read_text())["messages"]).messages
         for limit in (25_000, 6_000):
-            plan = build_plan(msgs, CompactOptions(max_state_tokens=limit), {}, set())
+            plan = build_plan(msgs, plan_options(max_state_tokens=limit), {}, set())
             asked = [tid for r in plan.requests for _, tid in r.calls]
             candidates = [c.tool_use_id for c in plan.calls if not c.pinned]
             assert sorted(asked + list(plan.floor)) == sorted(candidates), path.name

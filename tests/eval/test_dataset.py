@@ -21,6 +21,7 @@ from factrail.eval.dataset import (
     split_of,
     transcript_key,
 )
+from tests.options import plan_options
 
 SECRET = "sk-" + "proj-" + "Q7x9" * 8
 USED = 3
@@ -61,7 +62,7 @@ def names_in(split: str) -> list[str]:
 def exported(tmp_path: Path) -> tuple[Path, Any]:
     names = names_in("train")[:2] + names_in("dev")[:2]
     out = tmp_path / "ds"
-    manifest = export_dataset([(n, session(n)) for n in names], out)
+    manifest = export_dataset([(n, session(n)) for n in names], out, options=plan_options())
     return out, manifest
 
 
@@ -132,7 +133,9 @@ def test_sft_user_message_is_the_shared_tev_rendering(exported: tuple[Path, Any]
 
 def test_states_are_redacted(tmp_path: Path) -> None:
     prompt = f"deploy with OPENAI_API_KEY={SECRET} please"
-    manifest = export_dataset([("s0", session("s0", prompt=prompt))], tmp_path / "ds")
+    manifest = export_dataset(
+        [("s0", session("s0", prompt=prompt))], tmp_path / "ds", options=plan_options()
+    )
     text = "".join((tmp_path / "ds" / rel).read_text(encoding="utf-8") for rel in DATA_FILES)
     assert manifest.records > 0
     assert SECRET not in text
@@ -146,12 +149,12 @@ def test_refuses_an_existing_folder(tmp_path: Path) -> None:
     out.mkdir()
     (out / "keep.txt").write_text("x", encoding="utf-8")
     with pytest.raises(DatasetExistsError, match="refusing to overwrite"):
-        export_dataset([("s0", session("s0"))], out)
+        export_dataset([("s0", session("s0"))], out, options=plan_options())
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
 def test_empty_export_still_writes_every_file(tmp_path: Path) -> None:
-    manifest = export_dataset([], tmp_path / "ds")
+    manifest = export_dataset([], tmp_path / "ds", options=plan_options())
     for rel in DATA_FILES:
         assert (tmp_path / "ds" / rel).read_text(encoding="utf-8") == ""
     assert manifest.records == 0
@@ -181,7 +184,10 @@ def test_teacher_records_share_the_transcript_split(tmp_path: Path) -> None:
     train, dev = names_in("train")[0], names_in("dev")[0]
     teacher = [_teacher_record(train, 0.9, 0.2), _teacher_record(dev, 0.4, 0.6)]
     manifest = export_dataset(
-        [(train, session(train)), (dev, session(dev))], tmp_path / "ds", teacher_records=teacher
+        [(train, session(train)), (dev, session(dev))],
+        tmp_path / "ds",
+        options=plan_options(),
+        teacher_records=teacher,
     )
     assert manifest.labels["train/teacher"] == 2
     assert manifest.labels["dev/teacher"] == 2
@@ -205,13 +211,13 @@ def test_teacher_records_share_the_transcript_split(tmp_path: Path) -> None:
 def test_teacher_states_over_the_budget_are_left_out(tmp_path: Path) -> None:
     record = _teacher_record("s0", 0.9, 0.9)
     record["requests"][0]["state"]["goal"] = "word " * 3000
-    manifest = export_dataset([], tmp_path / "ds", teacher_records=[record])
+    manifest = export_dataset([], tmp_path / "ds", options=plan_options(), teacher_records=[record])
     assert manifest.records == 0
     assert manifest.skipped == {"teacher/state-too-long": 1}
 
 
 def test_no_teacher_records_unless_asked(tmp_path: Path) -> None:
-    manifest = export_dataset([("s0", session("s0"))], tmp_path / "ds")
+    manifest = export_dataset([("s0", session("s0"))], tmp_path / "ds", options=plan_options())
     assert manifest.labels["train/teacher"] == manifest.labels["dev/teacher"] == 0
 
 

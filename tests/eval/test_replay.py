@@ -15,6 +15,7 @@ from factrail.eval.corpora import claude_projects, load_corpus_dir, sample_key, 
 from factrail.eval.replay import cut_index, replay, rules_decider, tool_kind
 from factrail.eval.strategies import NAMES
 from factrail.eval.synthetic import corpus
+from factrail.policy.taint import TaintFence
 
 # --- cuts ---------------------------------------------------------------------------------------
 
@@ -156,8 +157,7 @@ def test_corpus_dir_malformed_json_is_an_error(tmp_path: Path) -> None:
         load_corpus_dir(tmp_path, parse=fake_parse)
 
 
-def taints(tool: str, skill: str | None) -> bool:
-    return tool.startswith("mcp__mail__") or (skill or "").endswith("email-search")
+FENCE = TaintFence(tools=("mcp__mail__",), skills=("email-search",))
 
 
 def test_claude_projects_sampling(tmp_path: Path) -> None:
@@ -169,14 +169,14 @@ def test_claude_projects_sampling(tmp_path: Path) -> None:
     write_session(tmp_path / "p2" / "mail.jsonl", [*calls, ("mcp__mail__send", {})])
     write_session(tmp_path / "p2" / "skill.jsonl", [*calls, ("Skill", {"skill": "x:email-search"})])
     (tmp_path / "p2" / "broken.jsonl").write_text("{not json")
-    out = claude_projects(tmp_path, taints, min_calls=3, parse=fake_parse)
+    out = claude_projects(tmp_path, FENCE, min_calls=3, parse=fake_parse)
     good = sorted(
         [tmp_path / "p1" / "good.jsonl", tmp_path / "p2" / "also.jsonl"],
         key=lambda p: sample_key(0, p),
     )
     assert [name for name, _ in out] == [session_name(p) for p in good]
     assert session_name(good[0]) == "cc-" + hashlib.sha256(str(good[0]).encode()).hexdigest()[:12]
-    one = claude_projects(tmp_path, taints, min_calls=3, max_sessions=1, parse=fake_parse)
+    one = claude_projects(tmp_path, FENCE, min_calls=3, max_sessions=1, parse=fake_parse)
     assert len(one) == 1
 
 

@@ -6,12 +6,15 @@ import asyncio
 
 from factrail.eval.sim import simulate, totals
 from factrail.eval.synthetic import corpus
+from tests.options import engine_options
+
+OPTIONS = engine_options(outputs_route=None)
 
 
 def test_rails_stay_under_the_window_and_keep_the_facts_in_use() -> None:
     rows = []
     for name, messages in corpus(0, 2):
-        rows.extend(asyncio.run(simulate(name, messages, lengths=(1.5,))))
+        rows.extend(asyncio.run(simulate(name, messages, OPTIONS, lengths=(1.5,))))
     by = totals(rows)
     rails = by["rails"]["1.5"]
     assert rails["peak_fill"] <= 0.75
@@ -27,7 +30,9 @@ def test_rails_stay_under_the_window_and_keep_the_facts_in_use() -> None:
 
 def test_rails_only_break_the_prompt_cache_when_they_compact() -> None:
     name, messages = corpus(3, 1)[0]
-    rows = asyncio.run(simulate(name, messages, lengths=(1.2,), strategies=("rails", "mask")))
+    rows = asyncio.run(
+        simulate(name, messages, OPTIONS, lengths=(1.2,), strategies=("rails", "mask"))
+    )
     rails = next(r for r in rows if r.strategy == "rails")
     mask = next(r for r in rows if r.strategy == "mask")
     assert 0 < rails.compactions < mask.compactions

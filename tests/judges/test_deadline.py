@@ -12,9 +12,10 @@ import pytest
 import respx
 
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.plan import CompactOptions, Plan, build_plan
+from factrail.core.plan import Plan, build_plan
 from factrail.judges import SystemOneJudge, TevJudge
 from factrail.judges.retry import RetryPolicy, backoff_delay, retry_after_seconds
+from tests.options import plan_options
 
 URL = "https://judge.example/v1/systemone"
 TEV = "http://tev.example/v1"
@@ -29,7 +30,7 @@ def make_plan(n: int = 2, max_request_tokens: int = 30_000) -> Plan:
         msgs.append(Message("user", tool_results=[ToolResult(f"u{k}", "y" * 300)]))
     msgs += [Message("assistant", "done"), Message("user", "ok"), Message("assistant", "bye")]
     return build_plan(
-        msgs, CompactOptions(preserve_recent=2, max_request_tokens=max_request_tokens), {}, set()
+        msgs, plan_options(preserve_recent=2, max_request_tokens=max_request_tokens), {}, set()
     )
 
 

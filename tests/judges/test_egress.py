@@ -9,8 +9,9 @@ import pytest
 import respx
 
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.plan import CompactOptions, JudgeRequest, build_plan
+from factrail.core.plan import JudgeRequest, build_plan
 from factrail.judges import SystemOneJudge, TevJudge, make_judge
+from tests.options import plan_options
 
 S1_URL = "https://judge.example/v1/systemone"
 TEV_BASE = "http://tev.example:8000/v1/"
@@ -36,7 +37,7 @@ def requests_for(egress: str = "full") -> list[JudgeRequest]:
         Message("user", "thanks"),
         Message("assistant", "bye"),
     ]
-    options = CompactOptions(preserve_recent=2, egress=egress)  # type: ignore[arg-type]
+    options = plan_options(preserve_recent=2, egress=egress)  # type: ignore[arg-type]
     return build_plan(msgs, options, {}, set()).requests
 
 

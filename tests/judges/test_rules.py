@@ -6,8 +6,9 @@ import httpx
 import respx
 
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.plan import CompactOptions, build_plan
+from factrail.core.plan import build_plan
 from factrail.judges import RulesJudge, make_judge
+from tests.options import plan_options
 
 
 async def test_rules_judge_sends_nothing_and_everything_falls_to_rules(
@@ -19,7 +20,7 @@ async def test_rules_judge_sends_nothing_and_everything_falls_to_rules(
         Message("user", tool_results=[ToolResult("u1", "x" * 5000)]),
         Message("assistant", "done"),
     ]
-    plan = build_plan(msgs, CompactOptions(preserve_recent=1), {}, set())
+    plan = build_plan(msgs, plan_options(preserve_recent=1), {}, set())
     async with httpx.AsyncClient() as client:
         judge = make_judge("rules", client=client)
         result = await judge.ask(plan.requests, deadline=0.0)

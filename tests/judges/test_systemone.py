@@ -10,10 +10,11 @@ import pytest
 import respx
 
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.plan import CompactOptions, JudgeRequest, Plan, build_plan
+from factrail.core.plan import JudgeRequest, Plan, build_plan
 from factrail.core.redact import redact_value
 from factrail.core.text import compact_json
 from factrail.judges import JudgeConfigError, JudgeRound, SystemOneJudge, make_judge
+from tests.options import plan_options
 
 URL = "https://judge.example/v1/systemone"
 KEY = "jk-" + "Q4r5" * 6
@@ -25,7 +26,7 @@ def plan_for(n: int = 2) -> tuple[list[JudgeRequest], Plan]:
         msgs.append(Message("assistant", f"step {k}", tool_uses=[ToolUse(f"u{k}", "Grep", {})]))
         msgs.append(Message("user", tool_results=[ToolResult(f"u{k}", "hit " * 30)]))
     msgs += [Message("assistant", "done"), Message("user", "ok"), Message("assistant", "bye")]
-    plan = build_plan(msgs, CompactOptions(preserve_recent=2), {}, set())
+    plan = build_plan(msgs, plan_options(preserve_recent=2), {}, set())
     return plan.requests, plan
 
 

@@ -13,11 +13,12 @@ import pytest
 import respx
 
 from factrail.core.model import Message, ToolResult, ToolUse
-from factrail.core.plan import CompactOptions, Plan, build_plan
+from factrail.core.plan import Plan, build_plan
 from factrail.core.redact import redact_value
 from factrail.core.tev import SYSTEM, render_decision
 from factrail.core.text import compact_json
 from factrail.judges import JudgeConfigError, TevJudge, make_judge
+from tests.options import plan_options
 
 BASE = "http://h:8000/v1/"
 URL = "http://h:8000/v1/chat/completions"
@@ -30,7 +31,7 @@ def make_plan(n: int = 1) -> Plan:
         msgs.append(Message("assistant", "", tool_uses=[ToolUse(f"u{k}", "Read", {"p": k})]))
         msgs.append(Message("user", tool_results=[ToolResult(f"u{k}", "z" * 90)]))
     msgs += [Message("assistant", "done"), Message("user", "ok"), Message("assistant", "bye")]
-    return build_plan(msgs, CompactOptions(preserve_recent=2), {}, set())
+    return build_plan(msgs, plan_options(preserve_recent=2), {}, set())
 
 
 def letter_reply(tops: list[tuple[str, float]], content: str = "A") -> dict[str, Any]:

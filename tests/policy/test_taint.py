@@ -1,29 +1,39 @@
-"""The taint fence (criteria 1–8, 27–34; fixes §9.4 and §9.5)."""
+"""The taint fence: matching, scanning transcripts, sticky taint and configuration."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from factrail.core.model import Message, ToolUse
-from factrail.policy.options import PolicyOptions
 from factrail.policy.taint import (
+    DEFAULT_TAINT_SKILLS,
+    DEFAULT_TAINT_TOOLS,
+    EARLIER_SAMPLE,
     TaintFence,
     TaintScan,
     ToolRef,
     merge_taint,
-    scan_taint,
-    skill_taints,
-    sticky_tainted,
-    taint_key,
     taint_write,
-    taints,
     tool_refs,
 )
-from factrail.policy.trigger import baseline_key
 
 EMAIL = "mcp__email-gateway__ask_email"
+FENCE = TaintFence()
+TAINTED = TaintScan(True, 1, (EMAIL,))
+
+# -- matching -----------------------------------------------------------------------------------
+
+
+def test_defaults() -> None:
+    """The default fence is the e-mail gateway, Gmail and the email-search skill."""
+    assert DEFAULT_TAINT_TOOLS == ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
+    assert DEFAULT_TAINT_SKILLS == ("email-search",)
+    assert TaintFence() == TaintFence(DEFAULT_TAINT_TOOLS, DEFAULT_TAINT_SKILLS)
+    assert FENCE.names == (*DEFAULT_TAINT_TOOLS, *DEFAULT_TAINT_SKILLS)
 
 
 @pytest.mark.parametrize(
@@ -31,23 +41,13 @@ EMAIL = "mcp__email-gateway__ask_email"
     [
         EMAIL,
         "mcp__email-gateway__fetch_email_raw",
-        "mcp__email-gateway__refresh_inbox",
+        "mcp__email-gateway__",
         "mcp__claude_ai_Gmail__authenticate",
     ],
 )
 def test_default_fence_taints_email_tools(tool: str) -> None:
-    """Criterion 1."""
-    assert taints(tool)
-
-
-def test_skill_calls() -> None:
-    """Criterion 2, and fix §9.4: a plugin-qualified Skill call taints like a slash command."""
-    assert taints("Skill", "email-search")
-    assert taints("Skill", "agentbox:email-search")
-    assert not taints("Skill", "diagrams-as-code")
-    assert not taints("Skill", None)
-    assert not taints("Skill", "")
-    assert not taints("Other", "email-search")
+    """Any tool starting with a fenced prefix is fenced."""
+    assert FENCE.taints(tool)
 
 
 @pytest.mark.parametrize(
@@ -55,150 +55,254 @@ def test_skill_calls() -> None:
     [
         "Read",
         "Bash",
-        "Edit",
         "mcp__claude-flow__memory_search",
-        "mcp__codebase-memory__search_graph",
         "email",
-        "mcp__other__mcp__email-gateway__x",  # criterion 4: the prefix is anchored
+        "mcp__email-gateway",  # the prefix, short of its trailing `__`
+        "MCP__EMAIL-GATEWAY__ask_email",  # case-sensitive
+        "mcp__other__mcp__email-gateway__x",  # anchored at the start
         "",
     ],
 )
 def test_clean_tools(tool: str) -> None:
-    """Criteria 3 and 4."""
-    assert not taints(tool)
+    """Other tools, and fenced prefixes not at the start, are clean."""
+    assert not FENCE.taints(tool)
 
 
-def test_skill_taints_one_rule() -> None:
-    """Criterion 30."""
-    assert skill_taints("email-search")
-    assert skill_taints("agentbox:email-search")
-    assert not skill_taints("email-search-extra")
-    assert not skill_taints("")
-    assert not skill_taints(None)
-
-
-def test_scan_counts_and_samples() -> None:
-    """Criteria 5 and 6."""
-    clean = [ToolRef("Read")] * 100
-    assert scan_taint(clean) == TaintScan()
-    one = [*clean[:50], ToolRef(EMAIL), *clean[50:]]
-    assert scan_taint(one) == TaintScan(True, 1, (EMAIL,), False)
-    tail = [*clean, ToolRef("Skill", "email-search")]
-    assert scan_taint(tail) == TaintScan(True, 1, ("Skill",), False)
-    a, b, c, d = (f"mcp__email-gateway__{n}" for n in "abcd")
-    five = scan_taint([ToolRef(t) for t in (a, a, b, c, d)])
-    assert five == TaintScan(True, 5, (a, b, c), False)
-
-
-def test_comma_string_fences_both_prefixes() -> None:
-    """Criterion 7."""
-    options, _ = PolicyOptions.from_mapping(
-        {"taintTools": "mcp__email-gateway__, mcp__codebase-memory__"}
-    )
-    fence = TaintFence.from_options(options)
-    assert fence.taints(EMAIL)
-    assert fence.taints("mcp__codebase-memory__search_graph")
-    assert fence.taints("mcp__claude_ai_Gmail__x")  # fix §9.5: defaults stay fenced
+def test_skill_calls() -> None:
+    """A `Skill` call of a fenced skill, by exact or plugin-qualified name."""
+    assert FENCE.taints("Skill", "email-search")
+    assert FENCE.taints("Skill", "agentbox:email-search")
+    assert not FENCE.taints("Skill", "diagrams-as-code")
+    assert not FENCE.taints("Skill", None)
+    assert not FENCE.taints("Skill", "")
+    assert not FENCE.taints("Other", "email-search")  # only the Skill tool loads skills
+    assert not FENCE.taints("skill", "email-search")
 
 
 @pytest.mark.parametrize(
-    ("raw", "expected"),
+    ("name", "fenced"),
     [
-        ({}, ToolRef("")),
-        ({"tool": None}, ToolRef("")),
-        ({"tool": 7}, ToolRef("7")),
-        ({"tool": ["x"], "skill": {}}, ToolRef("")),
-        ({"tool": True, "skill": 3}, ToolRef("true", "3")),
-        ("not an object", ToolRef("")),
+        ("email-search", True),
+        ("agentbox:email-search", True),
+        ("a:b:email-search", True),
+        ("email-search-extra", False),
+        ("my-email-search", False),
+        ("email-search:agentbox", False),
+        ("", False),
+        (None, False),
     ],
 )
-def test_malformed_tool_entries_are_lenient(raw: Any, expected: ToolRef) -> None:
-    """Criterion 8."""
-    ref = ToolRef.from_json(raw)
-    assert ref == expected
-    assert not taints(ref.tool, ref.skill)
-    assert scan_taint([]) == TaintScan()
+def test_skill_taints(name: str | None, fenced: bool) -> None:
+    """Exact name or `<plugin>:<skill>`; no other substring match."""
+    assert FENCE.skill_taints(name) is fenced
 
 
-def test_an_empty_fence_taints_nothing() -> None:
-    fence = TaintFence((), ())
-    assert not fence.taints(EMAIL)
-    assert not fence.taints("Skill", "email-search")
-    assert not TaintFence(("",), ("",)).taints("Read", "x")
+def test_empty_entries_fence_nothing() -> None:
+    """An empty fence, or one of empty names, matches nothing (not every tool)."""
+    for fence in (TaintFence((), ()), TaintFence(("",), ("",))):
+        assert not fence.taints(EMAIL)
+        assert not fence.taints("Read")
+        assert not fence.taints("Skill", "email-search")
+        assert not fence.skill_taints(":")
 
 
-def test_tool_refs_from_engine_messages() -> None:
+# -- scanning -----------------------------------------------------------------------------------
+
+
+def test_scan_counts_and_samples() -> None:
+    """Every fenced call counts; the sample is the first three distinct fenced tools."""
+    clean = [ToolRef("Read")] * 100
+    assert FENCE.scan(clean) == TaintScan()
+    assert FENCE.scan([]) == TaintScan()
+    assert FENCE.scan([*clean[:50], ToolRef(EMAIL), *clean[50:]]) == TAINTED
+    assert FENCE.scan([*clean, ToolRef("Skill", "email-search")]) == TaintScan(True, 1, ("Skill",))
+    a, b, c, d = (f"mcp__email-gateway__{n}" for n in "abcd")
+    five = FENCE.scan([ToolRef(t) for t in (a, a, b, "Read", c, d)])
+    assert five == TaintScan(True, 5, (a, b, c))
+    assert not five.sticky
+
+
+def test_detail() -> None:
+    """The verdict detail: the count and the sample."""
+    assert TAINTED.detail == f"1 call(s): {EMAIL}"
+    assert TaintScan(True, 5, ("a", "b", "c")).detail == "5 call(s): a, b, c"
+
+
+@given(st.lists(st.sampled_from(["Read", EMAIL, "mcp__email-gateway__x", "Skill", "Bash"])))
+def test_scan_counts_exactly_the_fenced_calls(tools: list[str]) -> None:
+    """count = the number of fenced refs; the sample is distinct, ≤ 3, and all fenced."""
+    scan = FENCE.scan(ToolRef(t, "email-search" if t == "Skill" else None) for t in tools)
+    fenced = [t for t in tools if t not in ("Read", "Bash")]
+    assert scan.count == len(fenced)
+    assert scan.tainted == bool(fenced)
+    assert list(scan.sample) == list(dict.fromkeys(fenced))[:3]
+
+
+def test_tool_refs_from_messages() -> None:
+    """Tool uses in order; a Skill's skill from `input.skill`, else `input.name`."""
     messages = [
-        Message("user", "<command-name>/agentbox:email-search</command-name> find invoices"),
         Message(
             "assistant",
             tool_uses=[
-                ToolUse("u1", "Read", {"file_path": "a.py"}),
+                ToolUse("u1", "Read", {"file_path": "a.py", "skill": "email-search"}),
                 ToolUse("u2", "Skill", {"skill": "email-search"}),
                 ToolUse("u3", "Skill", {"name": "diagrams-as-code"}),
-                ToolUse("u4", "Skill", {"skill": 5}),
+                ToolUse("u4", "Skill", {"skill": 5, "name": "email-search"}),
+                ToolUse("u5", "Skill", {"skill": "", "name": "x"}),
+                ToolUse("u6", "Skill", {"skill": ["email-search"]}),
+                ToolUse("u7", "Skill", {}),
             ],
         ),
     ]
     assert tool_refs(messages) == [
-        ToolRef("Skill", "agentbox:email-search"),
         ToolRef("Read", None),
         ToolRef("Skill", "email-search"),
         ToolRef("Skill", "diagrams-as-code"),
-        ToolRef("Skill", "5"),
+        ToolRef("Skill", "email-search"),
+        ToolRef("Skill", "x"),
+        ToolRef("Skill", None),
+        ToolRef("Skill", None),
     ]
-    assert scan_taint(tool_refs(messages)) == TaintScan(True, 2, ("Skill",), False)
+    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 2, ("Skill",))
+
+
+def test_slash_commands_in_user_turns() -> None:
+    """`<command-name>/skill</command-name>` in a user turn is a Skill reference."""
+    messages = [
+        Message("user", "<command-name>/agentbox:email-search</command-name> find invoices"),
+        Message("user", "<command-name>review</command-name><command-name>/b</command-name>"),
+        Message("assistant", "<command-name>/email-search</command-name>"),  # not a user turn
+        Message("user", "<command-name>/two words</command-name> <command-name></command-name>"),
+        Message("user", "/email-search typed without the tags"),
+    ]
+    assert tool_refs(messages) == [
+        ToolRef("Skill", "agentbox:email-search"),
+        ToolRef("Skill", "review"),
+        ToolRef("Skill", "b"),
+    ]
+    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 1, ("Skill",))
+
+
+def test_a_user_command_precedes_the_turns_tool_uses() -> None:
+    """A user turn's command comes before any tool use in the same message."""
+    turn = Message(
+        "user",
+        "<command-name>/email-search</command-name>",
+        tool_uses=[ToolUse("u1", "Read", {})],
+    )
+    assert tool_refs([turn]) == [ToolRef("Skill", "email-search"), ToolRef("Read")]
+
+
+# -- sticky taint -------------------------------------------------------------------------------
 
 
 def test_sticky_taint_survives_a_clean_scan() -> None:
-    """Criterion 27 (the decide half is in test_decide)."""
+    """A stored taint turns a clean scan into a sticky tainted one."""
     record = {"tainted": True, "count": 2, "sample": [EMAIL], "at": 5}
-    merged = merge_taint(record, TaintScan())
-    assert merged == TaintScan(True, 2, (EMAIL,), True)
+    assert merge_taint(record, TaintScan()) == TaintScan(True, 2, (EMAIL,), sticky=True)
 
 
-def test_fresh_scans_and_non_records() -> None:
-    """Criterion 28."""
-    fresh = TaintScan(True, 1, (EMAIL,), False)
-    assert merge_taint(None, fresh) == fresh
-    assert merge_taint(None, TaintScan()) == TaintScan()
-    for record in ({"tainted": False}, {"tainted": "true"}, "garbage", [1], 3):
-        assert merge_taint(record, TaintScan()) == TaintScan()
-        assert not sticky_tainted(record)
+def test_a_tainted_scan_wins_over_the_record() -> None:
+    """A fresh tainted scan is returned as is (not sticky), whatever is stored."""
+    fresh = TaintScan(True, 3, ("x",))
+    for record in (None, {"tainted": True, "count": 9, "sample": ["y"]}, "garbage"):
+        assert merge_taint(record, fresh) is fresh
 
 
-def test_record_count_and_sample_coercion() -> None:
-    """Criterion 29."""
-    assert merge_taint({"tainted": True}, TaintScan()) == TaintScan(
-        True, 1, ("(earlier in this session)",), True
-    )
-    merged = merge_taint(
-        {"tainted": True, "count": "4", "sample": ["a", "b", "c", "d"]}, TaintScan()
-    )
-    assert (merged.count, merged.sample) == (4, ("a", "b", "c"))
-    odd = merge_taint({"tainted": True, "count": 0.5, "sample": [7, None]}, TaintScan())
-    assert (odd.count, odd.sample) == (1, ("7", "null"))
+@pytest.mark.parametrize(
+    "record",
+    [None, {}, {"tainted": False}, {"tainted": "true"}, {"tainted": 1}, "garbage", [1], 3],
+)
+def test_only_a_json_true_record_is_sticky(record: Any) -> None:
+    """Anything but an object with `tainted: true` leaves a clean scan clean."""
+    clean = TaintScan()
+    assert merge_taint(record, clean) == clean
+    assert taint_write(record, TAINTED, 7) is not None  # nor does it block the first write
 
 
-def test_taint_write_only_on_first_sighting() -> None:
-    """Criterion 32."""
-    scan = TaintScan(True, 1, (EMAIL,), False)
+@pytest.mark.parametrize(
+    ("stored", "count", "sample"),
+    [
+        ({}, 1, (EARLIER_SAMPLE,)),
+        ({"count": 4, "sample": ["a", "b", "c", "d"]}, 4, ("a", "b", "c")),
+        ({"count": 2.9, "sample": [7, None]}, 2, ("7", "None")),
+        ({"count": 0.5}, 1, (EARLIER_SAMPLE,)),
+        ({"count": 0}, 1, (EARLIER_SAMPLE,)),
+        ({"count": -3}, 1, (EARLIER_SAMPLE,)),
+        ({"count": "4"}, 1, (EARLIER_SAMPLE,)),
+        ({"count": 2**63}, 1, (EARLIER_SAMPLE,)),
+        ({"count": float("nan")}, 1, (EARLIER_SAMPLE,)),
+        ({"count": float("inf")}, 1, (EARLIER_SAMPLE,)),
+        ({"sample": []}, 1, (EARLIER_SAMPLE,)),
+        ({"sample": "abc"}, 1, (EARLIER_SAMPLE,)),
+        ({"sample": {"a": 1}}, 1, (EARLIER_SAMPLE,)),
+    ],
+)
+def test_malformed_stored_records(
+    stored: dict[str, Any], count: int, sample: tuple[str, ...]
+) -> None:
+    """A stored count outside [1, 2**63) reads as 1; a missing or empty sample as a placeholder."""
+    merged = merge_taint({"tainted": True, **stored}, TaintScan())
+    assert merged == TaintScan(True, count, sample, sticky=True)
+
+
+def test_taint_write_only_on_the_first_tainted_scan() -> None:
+    """The first tainted scan is stored with its time; later ones keep the first record."""
+    scan = TaintScan(True, 2, (EMAIL, "Skill"))
     record = taint_write(None, scan, 7)
-    assert record == {"tainted": True, "count": 1, "sample": [EMAIL], "at": 7}
+    assert record == {"tainted": True, "count": 2, "sample": [EMAIL, "Skill"], "at": 7}
     assert taint_write(record, scan, 9) is None
+    assert taint_write(record, TaintScan(True, 5, ("z",)), 9) is None
     assert taint_write(None, TaintScan(), 7) is None
-    assert sticky_tainted(record)
-    assert not sticky_tainted(None)
+    assert taint_write(record, TaintScan(), 7) is None
 
 
-def test_store_keys() -> None:
-    """Criterion 33."""
-    assert taint_key("s1") == "taint:s1"
-    assert baseline_key("s1") == "baseline:s1"
+def test_a_written_record_round_trips() -> None:
+    """What taint_write stores, merge_taint reads back as the same taint, sticky."""
+    scan = TaintScan(True, 5, ("a", "b", "c"))
+    record = taint_write(None, scan, 1)
+    assert merge_taint(record, TaintScan()) == TaintScan(True, 5, ("a", "b", "c"), sticky=True)
 
 
-def test_scan_serialises_exactly() -> None:
-    """Criterion 34."""
-    scan = TaintScan(True, 1, (EMAIL,), False)
-    assert scan.to_json() == {"tainted": True, "count": 1, "sample": [EMAIL], "sticky": False}
-    assert list(scan.to_json()) == ["tainted", "count", "sample", "sticky"]
+# -- configuration ------------------------------------------------------------------------------
+
+
+def test_configured_adds_to_the_defaults() -> None:
+    """The operator's entries extend the defaults, which stay fenced."""
+    fence = TaintFence.configured(["mcp__codebase-memory__"], ["secrets"])
+    assert fence.tools == (*DEFAULT_TAINT_TOOLS, "mcp__codebase-memory__")
+    assert fence.skills == (*DEFAULT_TAINT_SKILLS, "secrets")
+    assert fence.taints(EMAIL)
+    assert fence.taints("mcp__codebase-memory__search_graph")
+    assert fence.taints("Skill", "vault:secrets")
+    assert fence.taints("Skill", "email-search")
+
+
+def test_configured_can_replace_the_defaults() -> None:
+    """With replace_defaults only the operator's entries are fenced."""
+    fence = TaintFence.configured(["mcp__x__"], ["secrets"], replace_defaults=True)
+    assert fence == TaintFence(("mcp__x__",), ("secrets",))
+    assert fence.taints("mcp__x__y")
+    assert not fence.taints(EMAIL)
+    assert not fence.taints("Skill", "email-search")
+    assert TaintFence.configured([], [], replace_defaults=True).names == ()
+
+
+def test_configured_drops_empty_names_and_duplicates() -> None:
+    """Empty names and repeats are dropped, first occurrence order kept."""
+    fence = TaintFence.configured(
+        ["", "mcp__email-gateway__", "mcp__x__", "mcp__x__"], ["", "b", "email-search", "b"]
+    )
+    assert fence.tools == (*DEFAULT_TAINT_TOOLS, "mcp__x__")
+    assert fence.skills == ("email-search", "b")
+    assert fence.names == (*DEFAULT_TAINT_TOOLS, "mcp__x__", "email-search", "b")
+    assert TaintFence.configured([], []) == FENCE
+    replaced = TaintFence.configured(["", "a", "a"], ["", ""], replace_defaults=True)
+    assert replaced == TaintFence(("a",), ())
+    assert not replaced.taints("Read")  # a dropped empty prefix does not fence everything
+
+
+def test_configured_accepts_any_iterable() -> None:
+    """Generators and tuples work as well as lists."""
+    fence = TaintFence.configured((t for t in ["mcp__y__"]), ("s",), replace_defaults=True)
+    assert fence.names == ("mcp__y__", "s")

@@ -12,21 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from factrail.core.plan import CallAnswer
+from factrail.core.reapply import PlanEntry, text_hash
 from factrail.stores import default_state_url, open_state_store
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.sqlite_state import SqliteStateStore
 from factrail.stores.state import (
     MAX_ANSWERS,
-    PlanEntry,
     SessionState,
     StateStore,
     StoreConfigError,
-    answer_key,
     decode_state,
     encode_state,
+    known_answers,
     remember_answers,
     smooth_calibration,
-    text_hash,
 )
 
 DAY = 24 * 60 * 60
@@ -50,7 +50,7 @@ def sample_state() -> SessionState:
         compactions=2,
         taint={"tainted": True, "count": 1, "sample": "Skill", "at": 5},
         calibration=1.1,
-        answers={answer_key("call_1", "m", "v1"): {"keepCall": 0.9, "keepResult": 0.25}},
+        answers={"call_1|m|v1": {"keepCall": 0.9, "keepResult": 0.25}},
     )
 
 
@@ -88,17 +88,25 @@ def test_decode_drops_invalid_answers_and_fields() -> None:
 
 def test_remember_answers_orders_reappends_and_bounds() -> None:
     state = SessionState(plan={})
-    remember_answers(
-        state, {"b": {"keepCall": 1, "keepResult": 0}, "a": {"keepCall": 0, "keepResult": 0}}
-    )
-    remember_answers(state, {"a": {"keepCall": 1, "keepResult": 1}, "bad": {"keepCall": 5}})
-    assert list(state.answers) == ["b", "a"]
-    assert state.answers["a"] == {"keepCall": 1.0, "keepResult": 1.0}
-    many = {f"k{i:05d}": {"keepCall": 0.5, "keepResult": 0.5} for i in range(MAX_ANSWERS)}
-    remember_answers(state, many)
+    remember_answers(state, "m|v1", {"b": CallAnswer(1, 0), "a": CallAnswer(0, 0)})
+    remember_answers(state, "m|v1", {"a": CallAnswer(1, 1), "bad": CallAnswer(5, 0)})
+    assert list(state.answers) == ["b|m|v1", "a|m|v1"]
+    assert state.answers["a|m|v1"] == {"keepCall": 1.0, "keepResult": 1.0}
+    many = {f"k{i:05d}": CallAnswer(0.5, 0.5) for i in range(MAX_ANSWERS)}
+    remember_answers(state, "m|v1", many)
     assert len(state.answers) == MAX_ANSWERS
-    assert "b" not in state.answers and "a" not in state.answers
-    assert next(iter(state.answers)) == "k00000"
+    assert "b|m|v1" not in state.answers and "a|m|v1" not in state.answers
+    assert next(iter(state.answers)) == "k00000|m|v1"
+
+
+def test_known_answers_are_those_of_the_same_judge_and_prompt() -> None:
+    state = SessionState(plan={})
+    remember_answers(state, "m|v1", {"a": CallAnswer(0.9, 0.25)})
+    remember_answers(state, "m|v2", {"b": CallAnswer(0.1, 0.1)})
+    remember_answers(state, "other|v1", {"c": CallAnswer(0.1, 0.1)})
+    assert known_answers(state, "m|v1") == {"a": CallAnswer(0.9, 0.25)}
+    assert known_answers(state, "m|v2") == {"b": CallAnswer(0.1, 0.1)}
+    assert known_answers(state, "x|v1") == {}
 
 
 def test_smooth_calibration() -> None:

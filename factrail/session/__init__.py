@@ -1,0 +1,11 @@
+"""The per-request compaction step: re-apply, count, fence, judge, apply the rails, save, persist.
+
+`step` reads top to bottom; the analysis cache (`analyses`), the judge round (`judging`) and
+output writing (`saving`) are its parts; `options` is its section of the settings.
+"""
+
+from factrail.session.keys import session_key
+from factrail.session.options import EngineOptions
+from factrail.session.step import SessionCompactor, Turn, TurnResult
+
+__all__ = ["EngineOptions", "SessionCompactor", "Turn", "TurnResult", "session_key"]

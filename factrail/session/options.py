@@ -1,0 +1,29 @@
+"""The session step's options: a typed section of `factrail.settings.Settings`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from factrail.core.plan import CompactOptions
+from factrail.policy.taint import TaintFence
+from factrail.policy.trigger import Trigger
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """What one compaction step needs to know about its deployment."""
+
+    trigger: Trigger
+    fence: TaintFence
+    plan: CompactOptions
+    """The judge's plan options; `preserve_recent` and `head_chars` also bound the rules."""
+    judge_deadline_ms: int
+    save_outputs: bool
+    record_decisions: bool
+    outputs_route: str | None
+    """When set, the note in reduced text names this HTTP route beside the file path."""
+    prepare_share: float
+    """Below the trigger but past this share of it, a turn's new results are analysed in the
+    background while the upstream answers, so the compaction turn has less to do (0: never)."""
+    analysis_sessions: int
+    """How many sessions' analyses are kept in memory (least recently used go first)."""

@@ -1,0 +1,107 @@
+"""Saving what a compaction reduced, before the reduced request leaves: nothing is lost.
+
+Every newly reduced original is saved (redacted, 0600) and its note then names the file (and,
+in the gateway, the HTTP route); the full arguments of a newly briefed call are saved beside it.
+A result whose original cannot be saved keeps the note that names the call, as before any save.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
+from factrail.core.model import Message, input_json
+from factrail.stores.outputs import OutputStore, output_id
+
+log = logging.getLogger("factrail.session")
+
+
+@dataclass(slots=True)
+class Saved:
+    """The texts whose notes now say where the whole is (or that went back to their original),
+    how many outputs were saved, and the redactions made on the way, by family."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    count: int = 0
+    redactions: dict[str, int] = field(default_factory=dict)
+
+
+class OutputWriter:
+    """Writes a compaction's originals to the saved-output store."""
+
+    def __init__(self, outputs: OutputStore, route: str | None) -> None:
+        """`route`: the HTTP route the notes name beside the file (None: the file alone)."""
+        self.outputs = outputs
+        self.route = route
+
+    def save_outputs(
+        self,
+        session: str,
+        changed: Mapping[str, str],
+        originals: Mapping[str, str],
+        messages: Sequence[Message],
+    ) -> Saved:
+        """Save every newly reduced original and swap its note in `messages` for one naming
+        the file. A result whose note, once it names the file, would be no shorter than the
+        original keeps its original text: a reduction never lengthens a result."""
+        saved = Saved()
+        notes: dict[str, str] = {}
+        paths = self.outputs.paths_for(session, changed)
+        for tool_use_id, text in changed.items():
+            original = originals.get(tool_use_id)
+            if original is None or is_compacted(original):
+                continue
+            where = paths[tool_use_id]
+            if self.route:
+                where += f" (GET {self.route}{output_id(session, tool_use_id)})"
+            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
+            if len(note) >= len(original):
+                saved.texts[tool_use_id] = original
+            else:
+                notes[tool_use_id] = note
+        written = self.outputs.save_all(session, [(i, originals[i]) for i in notes])
+        for tool_use_id, got in written.items():
+            if isinstance(got, OSError):
+                log.warning("could not save an output (%s); its note names the call", got)
+                continue
+            saved.texts[tool_use_id] = notes[tool_use_id]
+            saved.count += 1
+            for family, n in got.redactions.items():
+                saved.redactions[family] = saved.redactions.get(family, 0) + n
+        _swap(messages, saved.texts)
+        return saved
+
+    def save_inputs(
+        self, session: str, fresh: Mapping[str, dict[str, Any]], originals: Sequence[Message]
+    ) -> None:
+        """Save the full arguments of every call briefed for the first time, as
+        `<tool_use_id>.input.txt` beside the saved outputs."""
+        for m in originals:
+            for u in m.tool_uses:
+                if u.tool_use_id in fresh:
+                    try:
+                        self.outputs.save(session, f"{u.tool_use_id}.input", input_json(u))
+                    except OSError as err:
+                        log.warning("could not save a call's full arguments (%s)", err)
+
+    def expire(self, now: float) -> None:
+        """Saved outputs expire after 30 days; the sweep runs at most once a day."""
+        try:
+            self.outputs.maybe_expire(now)
+        except OSError as err:
+            log.warning("could not sweep expired outputs (%s)", err)
+
+
+def _swap(messages: Sequence[Message], texts: Mapping[str, str]) -> None:
+    if not texts:
+        return
+    for m in messages:
+        for r in m.tool_results:
+            if r.tool_use_id in texts:
+                r.text = texts[r.tool_use_id]
+        for u in m.tool_uses:
+            if u.tool_use_id in texts and u.text is not None:
+                u.text = texts[u.tool_use_id]

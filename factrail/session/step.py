@@ -1,0 +1,313 @@
+"""One compaction step per request, shared by the gateway, `factrail compact` and `eval --sim`.
+
+Read top to bottom, a turn: load the session's state and re-apply its stored plan; count tokens
+(calibrated); scan the fence (every request: taint is sticky); stop unless the soft line is
+crossed past the re-arm gap; ask the judge (rules on any failure); apply the fact rails; save
+the full outputs before anything is returned; persist the new plan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.formats.base import Document
+from factrail.core.model import Action, Message, transcript_tokens
+from factrail.core.pressure import pressure
+from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
+from factrail.core.tokens import TokenCache
+from factrail.judges.base import Judge
+from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
+from factrail.policy.trigger import due, soft_line
+from factrail.session.analyses import Analyses, Observe, collector_paused
+from factrail.session.judging import JudgeRound
+from factrail.session.options import EngineOptions
+from factrail.session.saving import OutputWriter, Saved
+from factrail.stores.decisions import DecisionLog
+from factrail.stores.outputs import OutputStore
+from factrail.stores.state import SessionState, StateStore
+
+log = logging.getLogger("factrail.session")
+
+Outcome = Literal["passthrough", "reapplied", "compacted"]
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """What one step did, for the response header, the metrics and the log line."""
+
+    outcome: Outcome
+    document: Any | None = None
+    """The emitted wire document when anything changed, else None (forward the original)."""
+    tokens_before: int = 0
+    tokens_after: int = 0
+    trigger_tokens: int = 0
+    judge: str = "rules"
+    reason: str = ""
+    tier: int = 0
+    reapplied: int = 0
+    reduced: int = 0
+    saved: int = 0
+    judge_requests: int = 0
+    judge_errors: list[str] = field(default_factory=list)
+    judge_outcomes: dict[str, int] = field(default_factory=dict)
+    """The judge's HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, …)."""
+    redactions: dict[str, int] = field(default_factory=dict)
+    fenced: bool = False
+    """The fence kept a model judge away from this session for the first time."""
+    compactions: int = 0
+    estimated_sent: int = 0
+    """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
+    after_answer: Callable[[], None] | None = None
+    """Set when the turn's results are worth analysing ahead of the compaction turn: the caller
+    invokes it once the answer is sent (so the analysis never delays this answer); it queues the
+    work on the preparation thread and returns at once."""
+
+
+@dataclass(slots=True)
+class Turn:
+    """One request's transcript as the step sees it, once the stored plan is re-applied."""
+
+    session: str
+    doc: Document
+    state: SessionState
+    work: list[Message]
+    """The transcript with earlier reductions re-applied (what is sent unless it compacts)."""
+    reapplied: set[str]
+    trigger: int
+    ratio: float
+    """The session's calibration: upstream prompt tokens over our estimate."""
+    estimated: int
+    """Uncalibrated estimate of `work` plus the tokens outside the transcript."""
+    extra: int
+    """Tokens outside the transcript (system prompt, tool schemas)."""
+    taint: TaintScan
+
+    @property
+    def tokens(self) -> int:
+        """The calibrated size of what would be sent."""
+        return math.ceil(self.estimated * self.ratio)
+
+
+class SessionCompactor:
+    """Compacts one request's transcript for its session; the same object serves every request."""
+
+    def __init__(
+        self,
+        options: EngineOptions,
+        *,
+        state: StateStore,
+        outputs: OutputStore | None,
+        judge: Judge,
+        decisions: DecisionLog | None = None,
+        clock: Callable[[], float] = time.time,
+        observe_preparation: Observe | None = None,
+    ) -> None:
+        """`decisions` logs model-judged rounds when `options.record_decisions` is set;
+        `observe_preparation(outcome, seconds)` hears of every background preparation."""
+        self.options = options
+        self.state = state
+        self.judging = JudgeRound(
+            judge,
+            options.plan,
+            deadline_ms=options.judge_deadline_ms,
+            decisions=decisions if options.record_decisions else None,
+            clock=clock,
+        )
+        self.writer = (
+            OutputWriter(outputs, options.outputs_route)
+            if outputs is not None and options.save_outputs
+            else None
+        )
+        self.analyses = Analyses(
+            options.analysis_sessions, options.plan.head_chars, observe_preparation
+        )
+        self._clock = clock
+        self._tokens = TokenCache()
+
+    @property
+    def judge(self) -> Judge:
+        """The configured judge."""
+        return self.judging.judge
+
+    def transcript_tokens(self, messages: Sequence[Message]) -> int:
+        """Estimated tokens of texts, inputs and results (memoised for resent history)."""
+        return transcript_tokens(messages, self._tokens)
+
+    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
+        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)."""
+        if prompt_tokens <= 0 or estimated_tokens <= 0:
+            return
+        try:
+            self.state.update_calibration(session, prompt_tokens / estimated_tokens)
+        except Exception:  # calibration is a refinement: never fail the answer for it
+            log.warning("could not store a session's calibration", exc_info=True)
+
+    async def settled(self) -> None:
+        """Wait for the background preparations started so far (tests, shutdown)."""
+        await self.analyses.settled()
+
+    def close(self) -> None:
+        """Stop the preparation thread (queued preparations are dropped)."""
+        self.analyses.close()
+
+    # -- the step ---------------------------------------------------------------------------
+
+    async def compact(
+        self, session: str, doc: Document, *, model: str = "", extra_tokens: int = 0
+    ) -> TurnResult:
+        """Re-apply the stored plan; compact when the soft line is crossed; save; persist."""
+        turn = self._turn(session, doc, model, extra_tokens)
+        result = TurnResult(
+            outcome="reapplied" if turn.reapplied else "passthrough",
+            tokens_before=turn.tokens,
+            tokens_after=turn.tokens,
+            trigger_tokens=turn.trigger,
+            reapplied=len(turn.reapplied),
+            compactions=turn.state.compactions,
+            estimated_sent=turn.estimated,
+        )
+        tainted_now = self._fence(turn)
+        result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
+        lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
+        if turn.trigger > 0 and due(turn.tokens, lines)[0]:
+            return await self._compact(turn, result)
+        if tainted_now:
+            self._save_state(turn)
+        share = self.options.prepare_share
+        if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
+            result.after_answer = functools.partial(self.analyses.prepare_later, session, turn.work)
+        if turn.reapplied:
+            result.document = doc.emit(turn.work)
+        return result
+
+    def _turn(self, session: str, doc: Document, model: str, extra_tokens: int) -> Turn:
+        state = self.state.load(session) or SessionState(plan={})
+        work, reapplied = reapply_plan(doc.messages, state.plan)
+        return Turn(
+            session=session,
+            doc=doc,
+            state=state,
+            work=work,
+            reapplied=reapplied,
+            trigger=self.options.trigger.for_model(model),
+            ratio=state.calibration or 1.0,
+            estimated=self.transcript_tokens(work) + extra_tokens,
+            extra=extra_tokens,
+            taint=TaintScan(),
+        )
+
+    def _fence(self, turn: Turn) -> bool:
+        """Scan the fence (on every request, not only at compaction: a fenced call seen once
+        taints the session for good, even if the agent's own summary later drops it). True
+        when this turn tainted the session."""
+        scan = self.options.fence.scan(tool_refs(turn.work))
+        turn.taint = merge_taint(turn.state.taint, scan)
+        record = taint_write(turn.state.taint, scan, int(self._clock() * 1000))
+        if record is None:
+            return False
+        turn.state.taint = record
+        return True
+
+    async def _compact(self, turn: Turn, result: TurnResult) -> TurnResult:
+        judged = await self.judging.run(
+            turn.session, turn.work, turn.reapplied, turn.state, turn.taint
+        )
+        result.judge, result.reason = judged.judge, judged.reason
+        result.judge_requests = judged.requests
+        result.judge_errors = judged.errors
+        result.judge_outcomes = judged.outcomes
+        # The rails are CPU-bound and saving outputs is file I/O: off the event loop, so other
+        # requests (and streams) keep flowing while a large transcript is compacted.
+        applied, saved = await asyncio.to_thread(
+            self._apply_and_save, turn, judged.actions, self._reduction(turn)
+        )
+        result.reduced = self._record_plan(turn, applied, saved)
+        sent = self.transcript_tokens(applied.messages) + turn.extra
+        after = math.ceil(sent * turn.ratio)
+        turn.state.baseline_tokens = after
+        turn.state.compactions += 1
+        turn.state.updated_ms = int(self._clock() * 1000)
+        self._save_state(turn)
+
+        result.outcome = "compacted"
+        result.document = turn.doc.emit(applied.messages)
+        result.tokens_after = after
+        result.estimated_sent = sent
+        result.tier = applied.tier
+        result.saved = saved.count
+        result.redactions = saved.redactions
+        result.compactions = turn.state.compactions
+        return result
+
+    def _reduction(self, turn: Turn) -> Reduction:
+        """Aim the re-arm gap under the soft line, so that a compaction frees room before the
+        next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
+        trigger = turn.trigger / turn.ratio
+        gap = self.options.trigger.gap(turn.trigger) / turn.ratio
+        aim = max(soft_line(trigger) - max(gap, 0.0), 0.0)
+        return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
+
+    def _apply_and_save(
+        self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction
+    ) -> tuple[Applied, Saved]:
+        """Apply the rails, then save every newly reduced original (and briefed argument)."""
+        analysis = self.analyses.take(turn.session)
+        with collector_paused():
+            applied = apply(
+                turn.work,
+                actions,
+                reduction=reduction,
+                head_chars=self.options.plan.head_chars,
+                final=frozenset(turn.reapplied),
+                count=self._tokens,
+                memo=analysis,
+            )
+        self.analyses.keep(turn.session, analysis)
+        if self.writer is None:
+            return applied, Saved()
+        originals = _originals(turn.doc.messages)
+        saved = self.writer.save_outputs(turn.session, applied.changed, originals, applied.messages)
+        plan = turn.state.plan
+        fresh = {k: v for k, v in applied.briefed.items() if k not in plan or plan[k].input is None}
+        if fresh:
+            self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
+        self.writer.expire(self._clock())
+        return applied, saved
+
+    def _record_plan(self, turn: Turn, applied: Applied, saved: Saved) -> int:
+        """Store how each result was reduced, for the next turns to re-apply; how many were."""
+        plan = turn.state.plan
+        originals = _originals(turn.doc.messages)
+        reduced = 0
+        for tool_use_id, text in applied.changed.items():
+            original = originals.get(tool_use_id)
+            if original is None:
+                continue
+            final = saved.texts.get(tool_use_id, text)
+            entry = plan.get(tool_use_id)
+            briefed = applied.briefed.get(tool_use_id, entry.input if entry else None)
+            if final == original and briefed is None:
+                plan.pop(tool_use_id, None)
+                continue
+            reduced += final != original
+            plan[tool_use_id] = PlanEntry(text_hash(original), final, briefed)
+        turn.state.plan = {k: v for k, v in plan.items() if k in originals}
+        return reduced
+
+    def _save_state(self, turn: Turn) -> None:
+        try:
+            self.state.save(turn.session, turn.state)
+        except Exception:  # losing the state costs cache hits, never this request
+            log.warning("could not save a session's state", exc_info=True)
+
+
+def _originals(messages: Sequence[Message]) -> dict[str, str]:
+    return {r.tool_use_id: r.text for m in messages for r in m.tool_results}

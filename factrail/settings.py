@@ -1,0 +1,333 @@
+"""Every knob of factrail, once: `FACTRAIL_*` env vars and a TOML file (`FACTRAIL_CONFIG`).
+
+The gateway, `factrail compact`, `factrail eval` and the hook all read this one object; the
+engine's and the policy's options are typed sections derived from it (`trigger()`, `fence()`,
+`plan_options()`, `engine_options()`), so each default and each clamp is written here and
+nowhere else. Environment variables win over the file. A malformed value never crashes anything:
+the field falls back to its default and one warning names it (never its value, which may be a
+secret). `docs/configuration.md` is generated from this module (`factrail settings --markdown`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from factrail.core.plan import CompactOptions
+from factrail.policy.taint import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, TaintFence
+from factrail.policy.trigger import Trigger
+from factrail.session.options import EngineOptions
+
+log = logging.getLogger("factrail.settings")
+
+DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-3.5-turbo": 16_385,
+    "gpt-4": 8_192,
+    "gpt-4-32k": 32_768,
+    "gpt-4-turbo": 128_000,
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.5": 128_000,
+    "gpt-5": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4": 200_000,
+    "codex": 400_000,
+    "claude": 200_000,
+    "gemini": 1_048_576,
+    "deepseek": 128_000,
+    "qwen": 128_000,
+    "llama": 128_000,
+    "mistral": 128_000,
+}
+"""Model-name prefix → context window in tokens (longest prefix wins); overridable."""
+KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
+"""A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: clamped inside."""
+OUTPUTS_ROUTE = "/v1/factrail/outputs/"
+
+StrList = Annotated[tuple[str, ...], NoDecode]
+IntMap = Annotated[dict[str, int], NoDecode]
+
+
+class Settings(BaseSettings):
+    """Everything factrail reads from its environment (see `docs/configuration.md`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FACTRAIL_",
+        extra="ignore",
+        use_attribute_docstrings=True,
+        populate_by_name=True,
+    )
+
+    # -- upstream and limits -----------------------------------------------------------------
+    upstream_url: str = "https://api.openai.com/v1"
+    """The real model endpoint; `/v1/...` paths are appended after its own path."""
+    anthropic_upstream_url: str = "https://api.anthropic.com"
+    """Where `POST /v1/messages` and everything under `/v1/messages/` go; `/v1` is added unless
+    the URL already ends in it."""
+    connect_timeout_s: float = 10.0
+    """Upstream connect timeout (a failure is a 502 in the provider's error shape)."""
+    read_timeout_s: float = 600.0
+    """Upstream read timeout (a timeout is a 504)."""
+    max_connections: int = 200
+    """Connection pool size of the one shared upstream client."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """Larger request bodies get a 413."""
+    admin_key: SecretStr = SecretStr("")
+    """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`."""
+    log_level: str = "INFO"
+    """One JSON line per request on stderr (never bodies or credentials)."""
+
+    # -- when to compact ---------------------------------------------------------------------
+    trigger_tokens: int = 180_000
+    """Absolute trigger T."""
+    trigger_percent: float = 60.0
+    """T is also at most this share (in percent) of the model's context window."""
+    trigger_by_model: IntMap = Field(default_factory=dict)
+    """JSON object, model-name prefix → absolute trigger for that family, in place of
+    `trigger_tokens` (longest prefix wins), e.g. `{"gpt-4.1": 400000}`."""
+    context_windows: IntMap = Field(default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS))
+    """JSON object, model-name prefix → context window, merged over the built-in table
+    (gpt-4o 128k, gpt-4.1 1M, gpt-5 400k, o-series 200k, claude 200k, gemini 1M, …; longest
+    prefix wins)."""
+    rearm_tokens: int = 0
+    """Re-arm gap after a compaction; 0 means an eighth of T."""
+    preserve_recent: int = Field(default=6, ge=0)
+    """The newest N messages (and message 0) are never reduced."""
+    head_chars: int = Field(default=200, ge=0)
+    """Characters of an observation's head that the rails always keep."""
+    prepare_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    """Past this share of T, a turn below the soft line analyses its new results in a worker
+    thread while the upstream answers, so the compaction turn only analyses what is newer (0
+    turns it off; see `performance.md`)."""
+    analysis_sessions: int = Field(default=8, ge=0)
+    """How many sessions' analyses stay in memory, least recently used dropped first (a
+    200k-token session's analysis is about 14 MB; see `performance.md`)."""
+
+    # -- the judge and the taint fence ---------------------------------------------------------
+    judge: Literal["rules", "systemone", "tev"] = "rules"
+    """`rules` (no model, nothing leaves), `systemone`, `tev`."""
+    judge_url: str = ""
+    """System One: the URL posted to (default `https://api.typesafe.ai/v1/systemone`); Tev: the
+    base URL (`/chat/completions` appended; required)."""
+    judge_model: str = ""
+    """Model name sent to the judge (default `jev-latest` for System One, `tev1` for Tev)."""
+    judge_api_key: SecretStr = Field(
+        default=SecretStr(""),
+        validation_alias=AliasChoices("FACTRAIL_JUDGE_API_KEY", "FACTRAIL_TEV_API_KEY"),
+    )
+    """The judge's own key, sent as a bearer only to the judge URL and redacted from everything
+    sent (`FACTRAIL_TEV_API_KEY` is read as an alias)."""
+    judge_local: bool = False
+    """**Declares** the judge local: only then may a tainted session reach it, and only then may
+    a System One endpoint be keyless. Never inferred from the URL."""
+    judge_deadline_ms: int = 15_000
+    """One deadline per compaction; transient failures are retried inside it; unanswered calls
+    fall to the rules."""
+    egress: Literal["full", "metadata"] = "full"
+    """`metadata` sends tool arguments as their shape only (kind, sorted keys, length);
+    tool-result contents are never sent in either mode."""
+    keep_threshold: float = 0.5
+    """A call whose judged keep probability is below this is reduced (clamped to 0.01–0.99)."""
+    max_state_tokens: int = Field(default=25_000, ge=0)
+    """Budget of the transcript state sent in one judge request."""
+    max_request_tokens: int = Field(default=30_000, ge=0)
+    """Budget of one whole judge request."""
+    tev_constraint: Literal["none", "regex", "logit_bias", "json_schema"] = "regex"
+    """How a Tev model is held to its answer format: vLLM guided `regex`, `json_schema`,
+    `logit_bias`, or `none`."""
+    taint_tools: StrList = DEFAULT_TAINT_TOOLS
+    """Fenced tool-name prefixes (comma-separated or a JSON list); **added** to the defaults."""
+    taint_skills: StrList = DEFAULT_TAINT_SKILLS
+    """Fenced skills (also plugin-qualified, `plugin:email-search`); added to the defaults."""
+    taint_replace_defaults: bool = False
+    """Replace the default fence lists instead of adding to them."""
+
+    # -- state, saved outputs, decisions ---------------------------------------------------------
+    state_url: str = ""
+    """Session plans, baselines, taint, calibration, remembered answers: `sqlite:///abs/path.db`
+    (default `$XDG_DATA_HOME/factrail/state.db`) or `memory://`. SQLite runs in WAL mode,
+    bounded to 10,000 sessions with 30-day expiry. Losing it costs cache hits and judge calls,
+    never a request."""
+    outputs_dir: str = ""
+    """Saved full outputs (default `$XDG_CACHE_HOME/factrail/outputs`):
+    `<session>/<tool_use_id>.txt`, redacted, 0600 in 0700 folders, 8 MiB cap, 30-day expiry
+    (`factrail outputs expire`)."""
+    save_outputs: bool = True
+    """Save every reduced output before the reduced request leaves."""
+    record_decisions: bool = True
+    """A JSONL decision log per UTC day under `$XDG_DATA_HOME/factrail/decisions`, only for
+    model-judged, untainted compactions."""
+    decisions_retention_days: int = 30
+    """Decision-log day files older than this are deleted."""
+    test_fail_compaction: bool = False
+    """Test hook: every compaction step raises, to prove the gateway fails open (the original
+    bytes are forwarded and `factrail_compaction_failures_total{reason="injected"}` counts it).
+    Never set it in production."""
+
+    @field_validator("*", mode="wrap")
+    @classmethod
+    def _default_on_error(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: Any) -> Any:
+        name: str = info.field_name
+        try:
+            result = handler(_decode(cls.model_fields[name], value))
+            return _POST_CHECKS[name](result) if name in _POST_CHECKS else result
+        except (ValidationError, ValueError, TypeError):
+            log.warning("setting %s is malformed; using its default", name)
+            return cls.model_fields[name].get_default(call_default_factory=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """init kwargs, then the environment, then the TOML file."""
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+    # -- the typed sections --------------------------------------------------------------------
+
+    def trigger(self) -> Trigger:
+        """When to compact: trigger, windows, re-arm."""
+        return Trigger(
+            tokens=self.trigger_tokens,
+            percent=self.trigger_percent,
+            rearm=self.rearm_tokens,
+            windows=dict(self.context_windows),
+            by_model=dict(self.trigger_by_model),
+        )
+
+    def fence(self) -> TaintFence:
+        """The taint fence: the defaults plus the configured names (or those alone)."""
+        return TaintFence.configured(
+            self.taint_tools, self.taint_skills, replace_defaults=self.taint_replace_defaults
+        )
+
+    def plan_options(self, goal: str = "") -> CompactOptions:
+        """What the judge's plan needs."""
+        return CompactOptions(
+            goal=goal,
+            keep_threshold=self.keep_threshold,
+            preserve_recent=self.preserve_recent,
+            max_state_tokens=self.max_state_tokens,
+            max_request_tokens=self.max_request_tokens,
+            head_chars=self.head_chars,
+            egress=self.egress,
+        )
+
+    def engine_options(self, *, outputs_route: str | None = OUTPUTS_ROUTE) -> EngineOptions:
+        """The session step's options. `outputs_route`: the HTTP route the notes name beside
+        the saved file (None outside the gateway)."""
+        return EngineOptions(
+            trigger=self.trigger(),
+            fence=self.fence(),
+            plan=self.plan_options(),
+            judge_deadline_ms=self.judge_deadline_ms,
+            save_outputs=self.save_outputs,
+            record_decisions=self.record_decisions,
+            outputs_route=outputs_route,
+            prepare_share=self.prepare_share,
+            analysis_sessions=self.analysis_sessions,
+        )
+
+    def known_secrets(self) -> list[str]:
+        """The configured secrets, for redaction of everything factrail writes or sends."""
+        keys = (self.judge_api_key, self.admin_key)
+        return [k.get_secret_value() for k in keys if k.get_secret_value()]
+
+
+def _positive(value: Any) -> Any:
+    if value <= 0:
+        raise ValueError("must be positive")
+    return value
+
+
+def _keep_threshold(value: float) -> float:
+    low, high = KEEP_THRESHOLD_BOUNDS
+    if value != value:
+        raise ValueError("not a number")
+    return min(max(value, low), high)
+
+
+def _merge_windows(value: dict[str, int]) -> dict[str, int]:
+    merged = dict(DEFAULT_CONTEXT_WINDOWS)
+    merged.update({k.lower(): v for k, v in value.items() if v > 0})
+    return merged
+
+
+_POST_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "max_body_bytes": _positive,
+    "trigger_tokens": _positive,
+    "trigger_percent": _positive,
+    "max_connections": _positive,
+    "judge_deadline_ms": _positive,
+    "connect_timeout_s": _positive,
+    "read_timeout_s": _positive,
+    "keep_threshold": _keep_threshold,
+    "context_windows": _merge_windows,
+}
+
+
+def _decode(info: FieldInfo, value: Any) -> Any:
+    """Strings for list and map fields: JSON, or comma-separated for lists."""
+    if not isinstance(value, str) or info.annotation is None:
+        return value
+    if info.annotation == tuple[str, ...]:
+        text = value.strip()
+        if text.startswith("["):
+            return orjson.loads(text)
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    if info.annotation == dict[str, int]:
+        return orjson.loads(value)
+    return value
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """The `[factrail]` table (or top level) of the TOML file named by `FACTRAIL_CONFIG`."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self._data = _read_toml(os.environ.get("FACTRAIL_CONFIG", ""))
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """One field's value from the file."""
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
+
+
+def _read_toml(path: str) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        log.warning("config file %s is unreadable; ignoring it", path)
+        return {}
+    table = data.get("factrail", data)
+    return {str(k).lower(): v for k, v in table.items()} if isinstance(table, dict) else {}
