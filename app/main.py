@@ -19,6 +19,7 @@ from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
 from app.upstream import make_client
 from factrail import __version__
+from factrail.core import kernels
 from factrail.judges import configured_judge, make_judge
 from factrail.judges.base import JudgeConfigError
 from factrail.settings import Settings
@@ -83,6 +84,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
         http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
         store = state or open_state_store(default_state_url(cfg))
         saved = outputs or open_outputs(cfg)

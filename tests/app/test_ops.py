@@ -99,3 +99,20 @@ def test_dashboard_and_compose_parse() -> None:
         orjson.loads(path.read_bytes())
     for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
         assert yaml.safe_load(path.read_text()) is not None
+
+
+def test_startup_logs_which_engine_path_runs(
+    settings: Settings,
+    router: respx.MockRouter,
+    compactor: ScriptedCompactor,
+    outputs: OutputStore,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from factrail.core import kernels
+
+    with (
+        caplog.at_level("INFO", logger="factrail.app"),
+        make_client(settings, router, compactor, outputs),
+    ):
+        pass
+    assert any(kernels.describe() in r.getMessage() for r in caplog.records)
