@@ -103,7 +103,8 @@ class Settings(BaseSettings):
     trigger_tokens: int = 180_000
     """Absolute trigger T."""
     trigger_percent: float = 60.0
-    """T is also at most this share (in percent) of the model's context window."""
+    """T is also at most this share (in percent) of the model's context window (0: the window
+    is not used)."""
     trigger_by_model: IntMap = Field(default_factory=dict)
     """JSON object, model-name prefix → absolute trigger for that family, in place of
     `trigger_tokens` (longest prefix wins), e.g. `{"gpt-4.1": 400000}`."""
@@ -266,6 +267,12 @@ def _positive(value: Any) -> Any:
     return value
 
 
+def _not_negative(value: Any) -> Any:
+    if value < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
 def _keep_threshold(value: float) -> float:
     low, high = KEEP_THRESHOLD_BOUNDS
     if value != value:
@@ -282,7 +289,7 @@ def _merge_windows(value: dict[str, int]) -> dict[str, int]:
 _POST_CHECKS: dict[str, Callable[[Any], Any]] = {
     "max_body_bytes": _positive,
     "trigger_tokens": _positive,
-    "trigger_percent": _positive,
+    "trigger_percent": _not_negative,
     "max_connections": _positive,
     "judge_deadline_ms": _positive,
     "connect_timeout_s": _positive,

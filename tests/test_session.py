@@ -346,7 +346,7 @@ async def test_the_decision_log_masks_the_judges_own_key(tmp_path: Path) -> None
             options, state=MemoryStateStore(), outputs=None, judge=judge, decisions=log
         )
         result = await c.compact("s", openai_chat.parse(wire))
-    assert result.outcome == "compacted" and result.reason == "ok"
+    assert result.reason == "ok"  # the judge kept every call: nothing to reduce
     written = "".join(p.read_text() for p in (tmp_path / "decisions").glob("*.jsonl"))
     assert "service key is [REDACTED:known]" in written
     assert key not in written

@@ -460,11 +460,15 @@ def _brief_old_inputs(
 
 
 def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: float) -> int:
-    """Oldest first: keep only fact lines, then evict, while above `need`."""
+    """Oldest first: keep only fact lines, then evict, while above `need`. A result reduced by
+    an earlier compaction is left as it is: rewriting its note would break the prompt cache
+    from there on and lose where its whole output is."""
     for shrink in (facts_only, evicted):
         for slot in slots:
             if after <= need:
                 return after
+            if slot.final:
+                continue
             cur = texts.get(slot.tool_use_id, slot.text)
             new = shrink(cur, slot.tool_use_id)
             if new is not cur and len(new) < len(cur):

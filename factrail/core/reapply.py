@@ -33,9 +33,11 @@ def text_hash(text: str) -> str:
 def reapply_plan(
     messages: Sequence[Message], plan: Mapping[str, PlanEntry]
 ) -> tuple[list[Message], set[str]]:
-    """Swap in every stored reduction whose original text still hashes the same: the messages
-    to send and the ids re-applied.
+    """Swap in every stored reduction whose original still hashes the same (or which the client
+    sent back as it was sent): the messages to send and the ids re-applied.
 
+    Both the reduced result text and the briefed arguments of the call are reproduced, so a turn
+    that does not compact forwards the previous forwarded request, extended, byte for byte.
     Matching on the id *and* the hash means a reused tool-call id never picks up a wrong
     reduction. Messages without a planned result are shared, not copied.
     """
@@ -43,7 +45,6 @@ def reapply_plan(
         return list(messages), set()
     out: list[Message] = []
     done: dict[str, str] = {}
-    inputs: dict[str, dict[str, Any]] = {}
     for m in messages:
         if not any(r.tool_use_id in plan for r in m.tool_results):
             out.append(m)
@@ -51,23 +52,24 @@ def reapply_plan(
         copy = m.copy()
         for r in copy.tool_results:
             entry = plan.get(r.tool_use_id)
-            if entry is None or entry.reduced_text == r.text:
+            if entry is None:
                 continue
-            if text_hash(r.text) != entry.original_hash:
+            if r.text != entry.reduced_text and text_hash(r.text) != entry.original_hash:
                 continue
             done[r.tool_use_id] = r.text
             r.text = entry.reduced_text
-            if entry.input is not None:
-                inputs[r.tool_use_id] = entry.input
         out.append(copy)
     for i, m in enumerate(out):
         if not any(u.tool_use_id in done for u in m.tool_uses):
             continue
         copy = m.copy()
         for u in copy.tool_uses:
-            if u.tool_use_id in inputs:
-                u.input = inputs[u.tool_use_id]
-            if u.tool_use_id in done and u.text == done[u.tool_use_id]:
-                u.text = plan[u.tool_use_id].reduced_text
+            entry = plan.get(u.tool_use_id)
+            if entry is None or u.tool_use_id not in done:
+                continue
+            if entry.input is not None:
+                u.input = entry.input
+            if u.text == done[u.tool_use_id]:
+                u.text = entry.reduced_text
         out[i] = copy
     return out, set(done)

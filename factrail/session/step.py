@@ -233,8 +233,15 @@ class SessionCompactor:
         sent = self.transcript_tokens(applied.messages) + turn.extra
         after = math.ceil(sent * turn.ratio)
         turn.state.baseline_tokens = after
-        turn.state.compactions += 1
         turn.state.updated_ms = int(self._clock() * 1000)
+        if not applied.changed and not applied.briefed:
+            # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
+            # re-arm gap from here keeps the next turns from trying again at once.
+            self._save_state(turn)
+            if turn.reapplied:
+                result.document = turn.doc.emit(turn.work)
+            return result
+        turn.state.compactions += 1
         self._save_state(turn)
 
         result.outcome = "compacted"
@@ -283,21 +290,23 @@ class SessionCompactor:
         return applied, saved
 
     def _record_plan(self, turn: Turn, applied: Applied, saved: Saved) -> int:
-        """Store how each result was reduced, for the next turns to re-apply; how many were."""
+        """Store how each result (and each briefed call) was reduced, for the next turns to
+        re-apply byte for byte; how many results were reduced."""
         plan = turn.state.plan
         originals = _originals(turn.doc.messages)
+        sent = _originals(applied.messages)
         reduced = 0
-        for tool_use_id, text in applied.changed.items():
+        for tool_use_id in {*applied.changed, *applied.briefed}:
             original = originals.get(tool_use_id)
             if original is None:
                 continue
-            final = saved.texts.get(tool_use_id, text)
+            final = saved.texts.get(tool_use_id, sent.get(tool_use_id, original))
             entry = plan.get(tool_use_id)
             briefed = applied.briefed.get(tool_use_id, entry.input if entry else None)
             if final == original and briefed is None:
                 plan.pop(tool_use_id, None)
                 continue
-            reduced += final != original
+            reduced += tool_use_id in applied.changed and final != original
             plan[tool_use_id] = PlanEntry(text_hash(original), final, briefed)
         turn.state.plan = {k: v for k, v in plan.items() if k in originals}
         return reduced
