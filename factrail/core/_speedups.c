@@ -1,9 +1,11 @@
 /* Optional C kernels for the engine's per-item loops (factrail.core._speedups).
  *
- * Every function here is output-identical to the Python it stands in for (facts.py, value.py):
- * same matches, same insertion order of sets and dicts, same float operations in the same order
- * (built with -ffp-contract=off, so no fused multiply-add changes a bit). The Python is the
- * definition; kernels.py decides whether these are used.
+ * Every function here is output-identical to the Python it stands in for (facts.py, value.py,
+ * tokens.py): same matches, same insertion order of sets and dicts, same float operations in the
+ * same order (built with -ffp-contract=off, so no fused multiply-add changes a bit). The Python
+ * is the definition; kernels.py decides whether these are used. Only the public C API is used
+ * (setup.py fails the build on an undeclared function); each kernel is kept because it pays on
+ * a compaction (docs/performance.md, "Native kernels").
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,7 +17,8 @@
  * reference cycle: it cannot change and none of its items refers to anything. CPython itself
  * untracks such tuples, but only once a collection has visited them; the engine makes tens of
  * thousands per compaction (token sets, spans, counts) and keeps many in a session's analysis,
- * so every collection would walk them. `settled` untracks one at birth. Returns `o`. */
+ * so every collection would walk them. `settled` untracks such a tuple at birth (returns `o`);
+ * `frozen` makes a frozenset untracked when its maker saw every item is such. */
 
 static inline int
 is_atomic(PyObject *o)
@@ -27,26 +30,35 @@ is_atomic(PyObject *o)
 static PyObject *
 settled(PyObject *o)
 {
-    if (o == NULL || !PyObject_GC_IsTracked(o))
+    if (o == NULL || !PyTuple_CheckExact(o) || !PyObject_GC_IsTracked(o))
         return o;
-    if (PyTuple_CheckExact(o)) {
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(o); k++)
-            if (!is_atomic(PyTuple_GET_ITEM(o, k)))
-                return o;
-    }
-    else if (PyFrozenSet_CheckExact(o)) {
-        Py_ssize_t pos = 0;
-        PyObject *item;
-        Py_hash_t hash;
-        while (_PySet_NextEntry(o, &pos, &item, &hash))
-            if (!is_atomic(item))
-                return o;
-    }
-    else {
-        return o;
-    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(o); k++)
+        if (!is_atomic(PyTuple_GET_ITEM(o, k)))
+            return o;
     PyObject_GC_UnTrack(o);
     return o;
+}
+
+/* frozenset(items), untracked when `atomic` (its maker saw only strs, ints, bools, floats). */
+static PyObject *
+frozen(PyObject *items, int atomic)
+{
+    PyObject *o = PyFrozenSet_New(items);
+    if (o != NULL && atomic && PyObject_GC_IsTracked(o))
+        PyObject_GC_UnTrack(o);
+    return o;
+}
+
+/* PyUnicode_READY: a no-op (and deprecated) since 3.12. */
+static inline int
+ready(PyObject *s)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(s);
+#else
+    (void)s;
+    return 0;
+#endif
 }
 
 /* ---- candidate tokens ------------------------------------------------------------------
@@ -90,7 +102,7 @@ text_init(Text *t, PyObject *s)
         PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(s)->tp_name);
         return -1;
     }
-    if (PyUnicode_READY(s) < 0)
+    if (ready(s) < 0)
         return -1;
     t->kind = PyUnicode_KIND(s);
     t->data = PyUnicode_DATA(s);
@@ -227,9 +239,9 @@ frozen_toks(PyObject *unit)
         Py_DECREF(found);
         return NULL;
     }
-    PyObject *frozen = settled(PyFrozenSet_New(found));
+    PyObject *out = frozen(found, 1); /* substrings: strs only */
     Py_DECREF(found);
-    return frozen;
+    return out;
 }
 
 static PyObject *
@@ -378,6 +390,7 @@ scan_between(Scan *sc, Py_ssize_t start, Py_ssize_t end)
     PyObject *out = PySet_New(NULL);
     if (out == NULL)
         return NULL;
+    int atomic = 1;
     for (int w = 0; w < 2; w++) {
         PyObject *starts = sc->f[2 * w], *found = sc->f[2 * w + 1];
         Py_ssize_t lo, hi;
@@ -385,35 +398,19 @@ scan_between(Scan *sc, Py_ssize_t start, Py_ssize_t end)
             goto fail;
         if (hi > PyTuple_GET_SIZE(found))
             hi = PyTuple_GET_SIZE(found);
-        for (Py_ssize_t k = lo; k < hi; k++)
-            if (PySet_Add(out, PyTuple_GET_ITEM(found, k)) < 0)
+        for (Py_ssize_t k = lo; k < hi; k++) {
+            PyObject *item = PyTuple_GET_ITEM(found, k);
+            atomic = atomic && is_atomic(item);
+            if (PySet_Add(out, item) < 0)
                 goto fail;
+        }
     }
-    PyObject *frozen = settled(PyFrozenSet_New(out));
+    PyObject *got = frozen(out, atomic);
     Py_DECREF(out);
-    return frozen;
+    return got;
 fail:
     Py_DECREF(out);
     return NULL;
-}
-
-static PyObject *
-sp_between(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "between(scan, start, end)");
-        return NULL;
-    }
-    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
-    if (start == -1 && PyErr_Occurred())
-        return NULL;
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (end == -1 && PyErr_Occurred())
-        return NULL;
-    Scan sc;
-    PyObject *out = scan_init(&sc, args[0]) < 0 ? NULL : scan_between(&sc, start, end);
-    scan_clear(&sc);
-    return out;
 }
 
 /* _span_tokens(middle, spans, chosen, scan, offset, tokens) */
@@ -529,15 +526,55 @@ value_of(PyObject *values, PyObject *key, double *out)
     return 0;
 }
 
-/* sum(values.get(t, 0.0) for t in tokens if t not in seen): CPython 3.11's float sum is plain
- * left-to-right addition from 0 (0 + x is 0.0 + x). `seen` may be NULL. */
+/* A sum of floats as `sum()` makes it (the value maps hold floats). CPython 3.11 adds left to
+ * right from 0 (0 + x is 0.0 + x). 3.12 and later take 0 + x first, then add each item with
+ * Neumaier's compensation, and add the compensation at the end when it is non-zero and finite
+ * (builtin_sum_impl in Python/bltinmodule.c). */
+typedef struct {
+    double hi; /* the running sum */
+    double lo; /* the compensation (3.12 on) */
+    int any;   /* an item was added */
+} FloatSum;
+
+static inline void
+fsum_add(FloatSum *s, double x)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!s->any) {
+        s->hi = 0.0 + x;
+        s->any = 1;
+        return;
+    }
+    const double t = s->hi + x;
+    if (fabs(s->hi) >= fabs(x))
+        s->lo += (s->hi - t) + x;
+    else
+        s->lo += (x - t) + s->hi;
+    s->hi = t;
+#else
+    s->hi += x;
+    s->any = 1;
+#endif
+}
+
+static inline double
+fsum_value(const FloatSum *s)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (s->lo != 0.0 && isfinite(s->lo))
+        return s->hi + s->lo;
+#endif
+    return s->hi;
+}
+
+/* sum(values.get(t, 0.0) for t in tokens if t not in seen); `seen` may be NULL. */
 static int
 worth_sum(PyObject *tokens, PyObject *values, PyObject *seen, double *out)
 {
     PyObject *it = PyObject_GetIter(tokens), *t;
     if (it == NULL)
         return -1;
-    double acc = 0.0;
+    FloatSum acc = {0.0, 0.0, 0};
     while ((t = PyIter_Next(it)) != NULL) {
         int skip = seen == NULL ? 0 : PySet_Contains(seen, t);
         double v = 0.0;
@@ -548,33 +585,13 @@ worth_sum(PyObject *tokens, PyObject *values, PyObject *seen, double *out)
         }
         Py_DECREF(t);
         if (!skip)
-            acc += v;
+            fsum_add(&acc, v);
     }
     Py_DECREF(it);
     if (PyErr_Occurred())
         return -1;
-    *out = acc;
+    *out = fsum_value(&acc);
     return 0;
-}
-
-static PyObject *
-sp_first_worth(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "first_worth(tokens, chars, values)");
-        return NULL;
-    }
-    long long chars = PyLong_AsLongLong(args[1]);
-    if (chars == -1 && PyErr_Occurred())
-        return NULL;
-    double acc;
-    if (worth_sum(args[0], args[2], NULL, &acc) < 0)
-        return NULL;
-    if (chars + 1 == 0) {
-        PyErr_SetString(PyExc_ZeroDivisionError, "division by zero");
-        return NULL;
-    }
-    return PyFloat_FromDouble(acc / (double)(chars + 1));
 }
 
 static PyObject *
@@ -859,19 +876,6 @@ own_terms(PyObject *t, const double w[13], double *out)
     return 0;
 }
 
-static PyObject *
-sp_own(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    double w[13], v;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "own(token, weights)");
-        return NULL;
-    }
-    if (weights_of(args[1], w) < 0 || own_terms(args[0], w, &v) < 0)
-        return NULL;
-    return PyFloat_FromDouble(v);
-}
-
 static int
 contains_flag(PyObject *container, PyObject *t, double *out)
 {
@@ -1088,223 +1092,7 @@ fail:
     return NULL;
 }
 
-/* ---- pooled candidate tokens (value.KeyScanner.merged) ---------------------------------- */
-
-typedef struct {
-    Py_ssize_t rank;
-    PyObject *key;
-} Ranked;
-
-static int
-by_rank(const void *a, const void *b)
-{
-    Py_ssize_t x = ((const Ranked *)a)->rank, y = ((const Ranked *)b)->rank;
-    return (x > y) - (x < y);
-}
-
-/* Whether every key of `keys` (a set) is in the frozenset `tokens`: 1, 0 or -1. */
-static int
-all_in(PyObject *keys, PyObject *tokens)
-{
-    Py_ssize_t pos = 0;
-    PyObject *key;
-    Py_hash_t hash;
-    while (_PySet_NextEntry(keys, &pos, &key, &hash)) {
-        int rc = PySet_Contains(tokens, key);
-        if (rc <= 0)
-            return rc;
-    }
-    return 1;
-}
-
-/* `unit_tokens` of `_merged` for one unit: `*unit` (a new reference to frozenset(held)) becomes
- * `unit | set(kept)` when the found keys add a valued one, the kept keys in `*rank`'s order
- * (the value map's, built on first use). */
-static int
-merge_unit(PyObject **unit, PyObject *found, PyObject *values, PyObject **rank)
-{
-    if (PySet_GET_SIZE(found) == 0)
-        return 0;
-    int rc = all_in(found, *unit);
-    if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    Ranked *kept = PyMem_New(Ranked, PySet_GET_SIZE(found));
-    if (kept == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t n = 0, pos = 0;
-    PyObject *key, *more = NULL, *grown = NULL;
-    Py_hash_t hash;
-    int novel = 0;
-    while (_PySet_NextEntry(found, &pos, &key, &hash)) {
-        rc = PySequence_Contains(values, key);
-        if (rc > 0) {
-            kept[n].rank = 0;
-            kept[n++].key = key;
-            rc = PySet_Contains(*unit, key);
-            novel = novel || rc == 0;
-        }
-        if (rc < 0)
-            goto fail;
-    }
-    if (!novel) {
-        PyMem_Free(kept);
-        return 0;
-    }
-    if (n > 1) {
-        if (*rank == NULL) {
-            PyObject *it = PyObject_GetIter(values), *t;
-            if (it == NULL || (*rank = PyDict_New()) == NULL) {
-                Py_XDECREF(it);
-                goto fail;
-            }
-            for (Py_ssize_t r = 0; (t = PyIter_Next(it)) != NULL; r++) {
-                PyObject *at = PyLong_FromSsize_t(r);
-                rc = at == NULL ? -1 : PyDict_SetItem(*rank, t, at);
-                Py_XDECREF(at);
-                Py_DECREF(t);
-                if (rc < 0)
-                    break;
-            }
-            Py_DECREF(it);
-            if (PyErr_Occurred())
-                goto fail;
-        }
-        for (Py_ssize_t k = 0; k < n; k++) {
-            PyObject *at = PyDict_GetItemWithError(*rank, kept[k].key);
-            if (at == NULL) {
-                if (!PyErr_Occurred())
-                    PyErr_SetObject(PyExc_KeyError, kept[k].key);
-                goto fail;
-            }
-            kept[k].rank = PyLong_AsSsize_t(at);
-            if (kept[k].rank == -1 && PyErr_Occurred())
-                goto fail;
-        }
-        qsort(kept, (size_t)n, sizeof(Ranked), by_rank);
-    }
-    more = PySet_New(NULL);
-    if (more == NULL)
-        goto fail;
-    for (Py_ssize_t k = 0; k < n; k++)
-        if (PySet_Add(more, kept[k].key) < 0)
-            goto fail;
-    grown = PyNumber_InPlaceOr(*unit, more);
-    if (grown == NULL)
-        goto fail;
-    Py_SETREF(*unit, settled(grown));
-    Py_DECREF(more);
-    PyMem_Free(kept);
-    return 0;
-fail:
-    Py_XDECREF(more);
-    PyMem_Free(kept);
-    return -1;
-}
-
-/* merge_found(found, joined, ends, bare, own, values): `_merged(own, extra, values)` where
- * extra[j] holds the keys of the (last, key) pairs `found` yields that sit aligned in text j of
- * `joined` (as align_scan adds them); a text's found keys never become a set of their own. */
-static PyObject *
-sp_merge_found(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "merge_found(found, joined, ends, bare, own, values)");
-        return NULL;
-    }
-    PyObject *ends = args[2], *bare = args[3], *values = args[5];
-    Text s;
-    if (text_init(&s, args[1]) < 0)
-        return NULL;
-    if (!PyList_Check(ends) || !PyAnySet_Check(bare)) {
-        PyErr_SetString(PyExc_TypeError, "ends must be a list, bare a set");
-        return NULL;
-    }
-    PyObject *own = PySequence_Fast(args[4], "own must be a sequence");
-    if (own == NULL)
-        return NULL;
-    const Py_ssize_t n = s.n, texts = PySequence_Fast_GET_SIZE(own);
-    const int any_bare = PySet_GET_SIZE(bare) > 0;
-    PyObject *it = NULL, *pair = NULL, *found = NULL, *rank = NULL, *out = NULL;
-    if (PyList_GET_SIZE(ends) != texts) {
-        PyErr_SetString(PyExc_ValueError, "one end per text");
-        goto fail;
-    }
-    if ((it = PyObject_GetIter(args[0])) == NULL || (found = PySet_New(NULL)) == NULL ||
-        (out = PyList_New(texts)) == NULL)
-        goto fail;
-    Py_ssize_t last = -1;
-    PyObject *key = NULL;
-    for (Py_ssize_t j = 0; j < texts; j++) {
-        Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(ends, j));
-        if ((limit == -1 && PyErr_Occurred()) || PySet_Clear(found) < 0)
-            goto fail;
-        for (;;) {
-            if (pair == NULL) {
-                if ((pair = PyIter_Next(it)) == NULL) {
-                    if (PyErr_Occurred())
-                        goto fail;
-                    break;
-                }
-                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
-                    !PyUnicode_Check(PyTuple_GET_ITEM(pair, 1))) {
-                    PyErr_SetString(PyExc_TypeError, "found yields (last, key) pairs");
-                    goto fail;
-                }
-                last = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
-                key = PyTuple_GET_ITEM(pair, 1);
-                if (last == -1 && PyErr_Occurred())
-                    goto fail;
-                if (last >= n || last - PyUnicode_GET_LENGTH(key) + 1 < 0) {
-                    PyErr_SetString(PyExc_IndexError, "string index out of range");
-                    goto fail;
-                }
-            }
-            if (last >= limit)
-                break;
-            int rc = PySet_Contains(found, key);
-            if (rc == 0 && any_bare)
-                rc = PySet_Contains(bare, key);
-            if (rc < 0)
-                goto fail;
-            if (rc == 0) {
-                if (aligned(&s, last - PyUnicode_GET_LENGTH(key) + 1, last) &&
-                    PySet_Add(found, key) < 0)
-                    goto fail;
-            }
-            Py_CLEAR(pair);
-        }
-        PyObject *held = PySequence_Fast_GET_ITEM(own, j), *unit;
-        if (PyFrozenSet_CheckExact(held)) {
-            Py_INCREF(held);
-            unit = held;
-        }
-        else if ((unit = settled(PyFrozenSet_New(held))) == NULL)
-            goto fail;
-        if (merge_unit(&unit, found, values, &rank) < 0) {
-            Py_DECREF(unit);
-            goto fail;
-        }
-        PyList_SET_ITEM(out, j, unit);
-    }
-    if (pair != NULL) {
-        PyErr_SetString(PyExc_IndexError, "list index out of range");
-        goto fail;
-    }
-    goto done;
-fail:
-    Py_CLEAR(out);
-done:
-    Py_XDECREF(pair);
-    Py_XDECREF(it);
-    Py_XDECREF(found);
-    Py_XDECREF(rank);
-    Py_DECREF(own);
-    return out;
-}
-
-/* ---- a middle's fact ranking and its keys (value._ranked, KeyScanner.__init__) ------------ */
+/* ---- a middle's fact ranking (value._ranked) ------------------------------------------ */
 
 typedef struct {
     long long score;
@@ -1408,49 +1196,6 @@ done:
     Py_XDECREF(least);
     Py_XDECREF(scores);
     Py_DECREF(units);
-    return out;
-}
-
-/* add_keys(keys, add_word) -> (bare, joinable): add_word(k, k) for every non-empty key, the
- * keys without an alphanumeric char (in order), and whether no key holds a NUL. */
-static PyObject *
-sp_add_keys(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "add_keys(keys, add_word)");
-        return NULL;
-    }
-    PyObject *it = PyObject_GetIter(args[0]), *key = NULL, *bare = NULL, *out = NULL;
-    if (it == NULL || (bare = PySet_New(NULL)) == NULL)
-        goto done;
-    int joinable = 1;
-    while ((key = PyIter_Next(it)) != NULL) {
-        Text s;
-        if (text_init(&s, key) < 0)
-            goto done;
-        if (s.n > 0) {
-            PyObject *call[2] = {key, key};
-            PyObject *rc = PyObject_Vectorcall(args[1], call, 2, NULL);
-            if (rc == NULL)
-                goto done;
-            Py_DECREF(rc);
-            int alnum = 0;
-            for (Py_ssize_t k = 0; k < s.n; k++) {
-                Py_UCS4 c = PyUnicode_READ(s.kind, s.data, k);
-                joinable = joinable && c != 0;
-                alnum = alnum || Py_UNICODE_ISALNUM(c);
-            }
-            if (!alnum && PySet_Add(bare, key) < 0)
-                goto done;
-        }
-        Py_CLEAR(key);
-    }
-    if (!PyErr_Occurred())
-        out = Py_BuildValue("(OO)", bare, joinable ? Py_True : Py_False);
-done:
-    Py_XDECREF(key);
-    Py_XDECREF(bare);
-    Py_XDECREF(it);
     return out;
 }
 
@@ -1780,7 +1525,7 @@ unit_score(PyObject *unit, long *out)
         PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(unit)->tp_name);
         return -1;
     }
-    if (PyUnicode_READY(unit) < 0)
+    if (ready(unit) < 0)
         return -1;
     *out = PyUnicode_IS_ASCII(unit)
                ? fact_score_ascii(PyUnicode_1BYTE_DATA(unit), PyUnicode_GET_LENGTH(unit))
@@ -1794,12 +1539,6 @@ score_or_refusal(PyObject *unit)
 {
     long score;
     return unit_score(unit, &score) < 0 ? NULL : PyLong_FromLong(score);
-}
-
-static PyObject *
-sp_fact_score(PyObject *Py_UNUSED(mod), PyObject *unit)
-{
-    return score_or_refusal(unit);
 }
 
 static PyObject *
@@ -1872,7 +1611,7 @@ sp_error_units(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
             PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(unit)->tp_name);
             goto fail;
         }
-        if (PyUnicode_READY(unit) < 0)
+        if (ready(unit) < 0)
             goto fail;
         if (PyUnicode_IS_ASCII(unit))
             hit = has_error_piece(PyUnicode_1BYTE_DATA(unit), PyUnicode_GET_LENGTH(unit));
@@ -2045,7 +1784,7 @@ sp_fact_tokens(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "findall and is_mark must be callable");
         return NULL;
     }
-    if (PyUnicode_READY(text) < 0)
+    if (ready(text) < 0)
         return NULL;
     PyObject *out = PySet_New(NULL);
     if (out == NULL)
@@ -2229,7 +1968,7 @@ sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "estimate_tokens() expects a str");
         return NULL;
     }
-    if (PyUnicode_READY(arg) < 0)
+    if (ready(arg) < 0)
         return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(arg);
     if (n == 0)
@@ -2297,64 +2036,6 @@ sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
     return PyLong_FromDouble(ceil(total - 1e-9));
 }
 
-/* ---- redaction's anchors ------------------------------------------------------------------ */
-
-/* anchors_in(text, anchors) -> the set of `anchors` (a tuple of ASCII strs of at least 2 chars)
- * that occur in `text`. One pass: a table of the anchors' first two chars, then a compare. */
-static PyObject *
-sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyTuple_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "anchors_in(text, anchors: tuple)");
-        return NULL;
-    }
-    Text t;
-    if (text_init(&t, args[0]) < 0)
-        return NULL;
-    PyObject *anchors = args[1];
-    const Py_ssize_t m = PyTuple_GET_SIZE(anchors);
-    unsigned char pairs[128][16]; /* bit c1 of row c0: some anchor starts with c0 c1 */
-    memset(pairs, 0, sizeof pairs);
-    for (Py_ssize_t k = 0; k < m; k++) {
-        PyObject *a = PyTuple_GET_ITEM(anchors, k);
-        if (!PyUnicode_Check(a) || PyUnicode_READY(a) < 0 || !PyUnicode_IS_ASCII(a) ||
-            PyUnicode_GET_LENGTH(a) < 2) {
-            PyErr_SetString(PyExc_ValueError, "anchors must be ASCII strs of 2 chars or more");
-            return NULL;
-        }
-        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
-        pairs[d[0]][d[1] >> 3] |= (unsigned char)(1u << (d[1] & 7));
-    }
-    PyObject *out = PySet_New(NULL);
-    if (out == NULL)
-        return NULL;
-    const int kind = t.kind;
-    const void *data = t.data;
-    for (Py_ssize_t i = 0; i + 1 < t.n && PySet_GET_SIZE(out) < m; i++) {
-        Py_UCS4 c0 = PyUnicode_READ(kind, data, i);
-        if (c0 >= 128)
-            continue;
-        Py_UCS4 c1 = PyUnicode_READ(kind, data, i + 1);
-        if (c1 >= 128 || !(pairs[c0][c1 >> 3] & (1u << (c1 & 7))))
-            continue;
-        for (Py_ssize_t k = 0; k < m; k++) {
-            PyObject *a = PyTuple_GET_ITEM(anchors, k);
-            const Py_ssize_t len = PyUnicode_GET_LENGTH(a);
-            const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
-            if (d[0] != c0 || d[1] != c1 || i + len > t.n)
-                continue;
-            Py_ssize_t j = 2;
-            while (j < len && PyUnicode_READ(kind, data, i + j) == d[j])
-                j++;
-            if (j == len && PySet_Add(out, a) < 0) {
-                Py_DECREF(out);
-                return NULL;
-            }
-        }
-    }
-    return out;
-}
-
 /* ---- the fact-score memo's key (facts.score_key) ------------------------------------------- */
 
 /* fold_digits(text) -> text.translate(_DIGIT_FOLD): every ASCII digit 2-9 as 0 (the text itself
@@ -2366,7 +2047,7 @@ sp_fold_digits(PyObject *Py_UNUSED(mod), PyObject *text)
         PyErr_Format(PyExc_TypeError, "expected str, got %.200s", Py_TYPE(text)->tp_name);
         return NULL;
     }
-    if (PyUnicode_READY(text) < 0)
+    if (ready(text) < 0)
         return NULL;
     const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     const int kind = PyUnicode_KIND(text);
@@ -2398,28 +2079,17 @@ static PyMethodDef methods[] = {
     {"token_scan", sp_token_scan, METH_O, "facts.token_scan's fields, in order."},
     {"toks", sp_toks, METH_O, "facts.toks."},
     {"toks_each", sp_toks_each, METH_O, "facts.toks_each."},
-    {"between", (PyCFunction)(void (*)(void))sp_between, METH_FASTCALL,
-     "facts.TokenScan.between(scan, start, end)."},
     {"span_tokens", (PyCFunction)(void (*)(void))sp_span_tokens, METH_FASTCALL,
      "value._span_tokens(middle, spans, chosen, scan, offset, tokens)."},
-    {"first_worth", (PyCFunction)(void (*)(void))sp_first_worth, METH_FASTCALL,
-     "value._first_worth."},
     {"first_worths", (PyCFunction)(void (*)(void))sp_first_worths, METH_FASTCALL,
      "value._first_worths."},
     {"cover", (PyCFunction)(void (*)(void))sp_cover, METH_FASTCALL, "value._cover."},
-    {"own", (PyCFunction)(void (*)(void))sp_own, METH_FASTCALL, "value._own(token, weights)."},
     {"token_values", (PyCFunction)(void (*)(void))sp_token_values, METH_FASTCALL,
      "The loop of value.token_values."},
     {"align_scan", (PyCFunction)(void (*)(void))sp_align_scan, METH_FASTCALL,
      "The alignment loop of value.KeyScanner._scan."},
-    {"merge_found", (PyCFunction)(void (*)(void))sp_merge_found, METH_FASTCALL,
-     "value.KeyScanner.merged: the aligned keys found per text merged into its tokens."},
     {"rank_units", (PyCFunction)(void (*)(void))sp_rank_units, METH_FASTCALL,
      "value._ranked(units, scores)."},
-    {"add_keys", (PyCFunction)(void (*)(void))sp_add_keys, METH_FASTCALL,
-     "The key loop of value.KeyScanner.__init__."},
-    {"fact_score", sp_fact_score, METH_O,
-     "facts.fact_score of an ASCII unit, -1 for any other."},
     {"fact_scores", sp_fact_scores, METH_O, "fact_score of every unit."},
     {"error_units", (PyCFunction)(void (*)(void))sp_error_units, METH_FASTCALL,
      "value._error_units(units) given _ERROR_PIECE.search."},
@@ -2428,8 +2098,6 @@ static PyMethodDef methods[] = {
      "is_mark, the lines holding a mark phrase that is_mark accepts are left out."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
     {"fold_digits", sp_fold_digits, METH_O, "facts.score_key: ASCII digits 2-9 as 0."},
-    {"anchors_in", (PyCFunction)(void (*)(void))sp_anchors_in, METH_FASTCALL,
-     "The anchors (ASCII, 2 chars or more) that occur in a text (redact._anchors_in)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -155,8 +155,6 @@ def units(text: str) -> list[str]:
 
 def fact_score(unit: str) -> int:
     """How many of the 12 fact patterns match `unit` (the definition; `unit_scores` is faster)."""
-    if (kernel := _K.fact_score) is not None and (got := kernel(unit)) >= 0:
-        return got
     if not unit:
         return 0
     patterns = PATTERNS if _ANY_DIGIT.search(unit) else _WORD_PATTERNS
@@ -522,8 +520,6 @@ class TokenScan:
 
     def between(self, start: int, end: int) -> frozenset[str]:
         """The tokens of the matches that start in `[start, end)`, gathered in `toks` order."""
-        if (kernel := _K.between) is not None:
-            return kernel(self, start, end)
         ds, ws = self.digit_starts, self.word_starts
         out = set(self.digit_found[bisect_left(ds, start) : bisect_left(ds, end)])
         out.update(self.word_found[bisect_left(ws, start) : bisect_left(ws, end)])

@@ -38,12 +38,12 @@ Found = Iterator[tuple[int, str]]
 """The `(last index, key)` pairs of an Aho–Corasick pass."""
 
 NAMES = (
-    "estimate_tokens", "token_scan", "toks", "toks_each", "between", "span_tokens",
-    "first_worth", "first_worths", "cover", "own", "token_values", "align_scan", "merge_found",
-    "rank_units", "add_keys", "fact_score", "fact_scores", "error_units", "fact_tokens",
-    "unit_spans", "fold_digits", "anchors_in",
+    "estimate_tokens", "token_scan", "toks", "toks_each", "span_tokens", "first_worths", "cover",
+    "token_values", "align_scan", "rank_units", "fact_scores", "error_units", "fact_tokens",
+    "unit_spans", "fold_digits",
 )  # fmt: skip
-"""Every kernel, in `_speedups.c` order."""
+"""Every kernel, in `_speedups.c` order: the ones that pay on a compaction (docs/performance.md,
+"Native kernels")."""
 
 
 class Kernels:
@@ -56,7 +56,6 @@ class Kernels:
     token_scan: Callable[[str], ScanFields] | None
     toks: Callable[[str], set[str]] | None
     toks_each: Callable[[Sequence[str]], list[frozenset[str]]] | None
-    between: Callable[[Scan, int, int], frozenset[str]] | None
     span_tokens: (
         Callable[
             [
@@ -71,7 +70,6 @@ class Kernels:
         ]
         | None
     )
-    first_worth: Callable[[AbstractSet[str], int, Mapping[str, float]], float] | None
     first_worths: (
         Callable[[Sequence[AbstractSet[str]], Sequence[int], Mapping[str, float]], list[float]]
         | None
@@ -91,7 +89,6 @@ class Kernels:
         ]
         | None
     )
-    own: Callable[[str, tuple[float, ...]], float] | None
     token_values: (
         Callable[
             [
@@ -112,26 +109,10 @@ class Kernels:
         | None
     )
     align_scan: Callable[[Found, str, list[int], list[set[str]], AbstractSet[str]], None] | None
-    merge_found: (
-        Callable[
-            [
-                Found,
-                str,
-                list[int],
-                AbstractSet[str],
-                Sequence[AbstractSet[str]],
-                Mapping[str, float],
-            ],
-            list[AbstractSet[str]],
-        ]
-        | None
-    )
     rank_units: (
         Callable[[Sequence[str], Sequence[int]], tuple[list[tuple[str, int]], list[int]] | None]
         | None
     )
-    add_keys: Callable[[Iterable[str], Callable[[str, str], object]], tuple[set[str], bool]] | None
-    fact_score: Callable[[str], int] | None
     fact_scores: Callable[[Sequence[str]], list[int]] | None
     error_units: Callable[[Sequence[str], Callable[[str], object]], list[int]] | None
     fact_tokens: (
@@ -139,7 +120,6 @@ class Kernels:
     )
     unit_spans: Callable[[str], list[tuple[int, int, bool]]] | None
     fold_digits: Callable[[str], str] | None
-    anchors_in: Callable[[str, tuple[str, ...]], set[str]] | None
 
     def __init__(self, native: object = None, only: Iterable[str] | None = None) -> None:
         """The kernels of the module `native` (None: none), or only those named in `only`."""

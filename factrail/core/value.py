@@ -204,8 +204,6 @@ def _own(t: str) -> float:
     String methods stand in for the feature regexes: a file extension is `\\.[A-Za-z]{1,5}\\Z`
     (only the last dot can start one), a hex id is `[0-9a-fA-F]{8,}` from start to end.
     """
-    if (kernel := _K.own) is not None:
-        return kernel(t, _W)
     n = len(t)
     raw = t.encode("utf-8", "surrogatepass")  # no multi-byte char holds an ASCII digit
     digits = len(raw) - len(raw.translate(None, b"0123456789"))
@@ -319,8 +317,6 @@ def _cover(
 
 
 def _first_worth(tokens: AbstractSet[str], chars: int, values: Mapping[str, float]) -> float:
-    if (kernel := _K.first_worth) is not None:
-        return kernel(tokens, chars, values)
     get = values.get
     return sum(get(t, 0.0) for t in tokens) / (chars + 1)
 
@@ -559,18 +555,15 @@ class KeyScanner:
         auto = Automaton()
         self._bare: set[str]
         """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
-        if (kernel := _K.add_keys) is not None:
-            self._bare, joinable = kernel(keys, auto.add_word)
-        else:
-            self._bare = set()
-            joinable = True
-            for k in keys:
-                if not k:
-                    continue
-                auto.add_word(k, k)
-                joinable = joinable and _SEP not in k
-                if _ALNUM.search(k) is None:
-                    self._bare.add(k)
+        self._bare = set()
+        joinable = True
+        for k in keys:
+            if not k:
+                continue
+            auto.add_word(k, k)
+            joinable = joinable and _SEP not in k
+            if _ALNUM.search(k) is None:
+                self._bare.add(k)
         self._auto: Automaton | None = None
         if len(auto):
             auto.make_automaton()
@@ -598,14 +591,8 @@ class KeyScanner:
     def merged(
         self, texts: Sequence[str], own: Sequence[AbstractSet[str]], values: Mapping[str, float]
     ) -> list[AbstractSet[str]]:
-        """`_merged(own, self.found_each(texts), values)`; the C kernel scans and merges in one
-        pass, so a text's found keys never become a set of their own."""
-        auto = self._auto
-        kernel = _K.merge_found
-        if kernel is None or auto is None or not self._joinable or not texts:
-            return _merged(own, self.found_each(texts), values)
-        joined = _SEP.join(texts)
-        return kernel(auto.iter(joined), joined, _ends(texts), self._bare, own, values)
+        """`own` with the valued keys aligned in each text merged in (`_merged`)."""
+        return _merged(own, self.found_each(texts), values)
 
     def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`

@@ -1,4 +1,4 @@
-"""The C kernels of the fact patterns (`fact_score`, `fact_tokens`, `unit_spans`) and of
+"""The C kernels of the fact patterns (`fact_scores`, `fact_tokens`, `unit_spans`) and of
 `estimate_tokens` equal their Python definitions; the pattern kernels refuse non-ASCII units, which
 the Python then scores, and `fact_tokens` hands non-ASCII lines to `findall`."""
 
@@ -125,18 +125,23 @@ def _matched(unit: str) -> int:
     return sum(1 for p in PATTERNS if p.search(unit) is not None)
 
 
+def _score(native: ModuleType, unit: str) -> int:
+    """The kernel's score of one unit (-1: not ASCII, left to the Python)."""
+    got: int = native.fact_scores([unit])[0]
+    return got
+
+
 @FEW
 @given(texts)
 def test_fact_score_counts_the_patterns_that_search_finds(native: ModuleType, unit: str) -> None:
-    got = native.fact_score(unit)
-    assert got == (_matched(unit) if unit.isascii() else -1)
-    assert _same(native, lambda: facts.fact_score(unit)) == _matched(unit)
+    assert _score(native, unit) == (_matched(unit) if unit.isascii() else -1)
+    assert _same(native, lambda: facts.unit_scores([unit])) == [_matched(unit)]
 
 
 @LISTS
 @given(st.lists(texts, max_size=10))
 def test_unit_scores_and_the_memo(native: ModuleType, units: list[str]) -> None:
-    assert native.fact_scores(units) == [native.fact_score(u) for u in units]
+    assert native.fact_scores(units) == [_matched(u) if u.isascii() else -1 for u in units]
     assert _same(native, lambda: facts.unit_scores(units)) == [_matched(u) for u in units]
     _same(native, lambda: FactScores().many(units))
 
@@ -229,26 +234,26 @@ _EDGES = (
 @pytest.mark.parametrize("edge", _EDGES)
 def test_the_edges_of_each_pattern(native: ModuleType, edge: str) -> None:
     for unit in (edge, f" {edge} ", f"{edge}\n{edge}", f"a{edge}b", f"({edge}."):
-        assert native.fact_score(unit) == _matched(unit), unit
+        assert _score(native, unit) == _matched(unit), unit
         found = native.fact_tokens(unit, FACT_TOKEN.findall)
         assert list(found) == list(set(FACT_TOKEN.findall(unit))), unit
 
 
 def test_known_scores_and_tokens(native: ModuleType) -> None:
     unit = "HTTP/1.1 404 not found at /a/b/c.py 1.2.3 deadbeef1 10.0.0.1 pid=3 5ms 12345 order #x"
-    assert native.fact_score(unit) == _matched(unit) == 11
+    assert _score(native, unit) == _matched(unit) == 11
     text = "a C:/x y /a/b/ deadbeef1 1.2,3:4x"
     assert native.fact_tokens(text, FACT_TOKEN.findall) == {"C:/x", "/a/b", "deadbeef1", "1.2,3"}
     assert native.fact_tokens("é 12\nx 1.2", FACT_TOKEN.findall) == {"12", "1.2"}
     assert native.fact_tokens("é 12\nx 1.2", lambda line: ["seen"]) == {"seen", "1.2"}
-    assert native.fact_score("✖ failed") == -1
+    assert _score(native, "✖ failed") == -1
     with use(Kernels(native)):
-        assert facts.fact_score("✖ failed") == 2
+        assert facts.unit_scores(["✖ failed"]) == [2]
 
 
 def test_bad_types_raise_type_error(native: ModuleType) -> None:
     calls: list[Callable[[], object]] = [
-        lambda: native.fact_score(1),
+        lambda: native.fact_scores([1]),
         lambda: native.fact_scores(["ok", b"bytes"]),
         lambda: native.fact_tokens(None, FACT_TOKEN.findall),
         lambda: native.fact_tokens("x", None),

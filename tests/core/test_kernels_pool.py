@@ -1,7 +1,7 @@
 """The C kernels of pooling and of preparing a middle equal their Python definitions bit for bit:
-`KeyScanner.merged` (aligned keys merged into each unit's tokens, in the same set order), `pool`
-as a whole, `KeyScanner.__init__`, `_ranked`, and `_error_units` (the regex decides non-ASCII
-units)."""
+the aligned-key scan (`align_scan`) under `KeyScanner.merged` (aligned keys merged into each
+unit's tokens, in the same set order) and `pool` as a whole, `_ranked`, and `_error_units` (the
+regex decides non-ASCII units)."""
 
 from __future__ import annotations
 
@@ -170,26 +170,13 @@ def test_ranked(native: ModuleType, spec: list[tuple[str, int]]) -> None:
     _same(native, lambda: value._ranked(units, scores))
 
 
-@FEW
-@given(st.lists(st.sampled_from((*_KEYS, "", "a\x00b", "\x00", "_-_", "Ⅻ", "x\u0301"))))
-def test_key_scanner_init(native: ModuleType, keys: list[str]) -> None:
-    def build() -> tuple[set[str], bool, list[tuple[int, str]]]:
-        scanner = KeyScanner(keys)
-        auto = scanner._auto
-        found = list(auto.iter("\x00 ".join(keys) + "\x00")) if auto is not None else []
-        return scanner._bare, scanner._joinable, found
-
-    _same(native, build)
-
-
 def test_bad_types_raise_type_error(native: ModuleType) -> None:
     calls: list[Callable[[], object]] = [
         lambda: native.error_units(["ok", 1], value._ERROR_PIECE.search),
-        lambda: native.merge_found(iter([(0, 1)]), "x", [1], set(), [frozenset()], {}),
-        lambda: native.merge_found(iter([]), "x", (1,), set(), [frozenset()], {}),
-        lambda: native.merge_found(iter([]), b"x", [1], set(), [frozenset()], {}),
+        lambda: native.align_scan(iter([(0, 1)]), "x", [1], [set()], set()),
+        lambda: native.align_scan(iter([]), "x", (1,), [set()], set()),
+        lambda: native.align_scan(iter([]), b"x", [1], [set()], set()),
         lambda: native.rank_units(["a"], ["1"]),
-        lambda: native.add_keys(["a", 1], lambda k, v: None),
     ]
     for call in calls:
         with pytest.raises(TypeError):

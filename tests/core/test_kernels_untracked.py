@@ -8,7 +8,7 @@ import gc
 import sys
 from types import ModuleType
 
-from factrail.core import facts, value
+from factrail.core import facts
 
 TEXT = (
     "ERROR tests/test_api.py::test_items failed at src/app/items.py:42 (req-0042af)\n"
@@ -24,7 +24,6 @@ def test_token_sets_and_scans_are_untracked(native: ModuleType) -> None:
     assert not gc.is_tracked(scan.occurrences)  # a dict of untracked values stays untracked
     fields = (scan.digit_starts, scan.digit_found, scan.word_starts, scan.word_found)
     assert all(fields) and not any(gc.is_tracked(f) for f in fields)
-    assert not gc.is_tracked(native.between(scan, 0, len(TEXT)))
     sets = native.toks_each(TEXT.split("\n"))
     assert sets and not any(gc.is_tracked(s) for s in sets)
 
@@ -37,21 +36,16 @@ def test_spans_and_ranks_are_untracked(native: ModuleType) -> None:
     assert ranked and not any(gc.is_tracked(pair) for pair in ranked)
 
 
-def test_merged_units_are_untracked_unless_they_hold_a_container(native: ModuleType) -> None:
-    scanner = value.KeyScanner(["src/app/items.py", "items"])
-    units = ["at src/app/items.py:42", "none here"]
-    own = [{"src/app/items.py:42"}, {("a", "tuple")}]
-    merged = native.merge_found(
-        scanner._auto.iter("\x00".join(units)) if scanner._auto else iter(()),
-        "\x00".join(units),
-        value._ends(units),
-        set(),
-        own,
-        {"src/app/items.py": 0.5},
-    )
-    assert merged[0] == {"src/app/items.py:42", "src/app/items.py"}
-    assert not gc.is_tracked(merged[0])
-    assert gc.is_tracked(merged[1])  # holds a tuple: left to the collector
+def test_scan_slices_are_untracked_unless_they_hold_a_container(native: ModuleType) -> None:
+    """A unit's tokens sliced from a scan (`span_tokens`): untracked when the scan holds strs,
+    tracked when a scan made elsewhere holds a container."""
+    scan = facts.TokenScan(*native.token_scan(TEXT))
+    spans = native.unit_spans(TEXT)
+    got = native.span_tokens(TEXT, spans, range(len(spans)), scan, 0, facts.toks)
+    assert got[0] and not any(gc.is_tracked(s) for s in got)
+    odd = facts.TokenScan({}, (0,), (("a", "tuple"),), (), ())
+    (held,) = native.span_tokens("x", [(0, 1, True)], [0], odd, 0, facts.toks)
+    assert held == {("a", "tuple")} and gc.is_tracked(held)
 
 
 def test_untracked_objects_are_still_freed(native: ModuleType) -> None:
