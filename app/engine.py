@@ -14,9 +14,11 @@ from typing import Any, Protocol
 
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
+from factrail.core.model import Message
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
 from factrail.session import SessionCompactor, TurnResult, session_key
+from factrail.session.keys import Chain
 from factrail.settings import Settings
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
@@ -37,12 +39,17 @@ class Compactor(Protocol):
         """Calibrate the token estimate from the upstream's reported prompt tokens."""
         ...
 
+    def transcript_tokens(self, messages: Sequence[Message]) -> int:
+        """Estimated (uncalibrated) tokens of a transcript."""
+        ...
+
     def close(self) -> None:
         """Stop what the compactor started (its preparation thread)."""
         ...
 
 
-SessionKey = Callable[[str | None, Document, str], str]
+SessionKey = Callable[[Mapping[str, str], Mapping[str, Any], Document, str, Chain | None], str]
+"""`factrail.session.session_key(headers, body, doc, model, chain)`."""
 Parser = Callable[[Any], Document]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from app.usage import Usage
 from factrail import __version__
 from factrail.session import TurnResult
 
@@ -126,6 +127,31 @@ class Metrics:
             buckets=COUNT_BUCKETS,
             registry=r,
         )
+        self.upstream_input = Counter(
+            p + "upstream_input_tokens",
+            "Input tokens the upstream reported, by how it bills them.",
+            ["kind"],
+            registry=r,
+        )
+        self._uncached, self._cached, self._cache_write = (
+            self.upstream_input.labels(kind) for kind in ("uncached", "cached", "cache_write")
+        )
+        self.input_removed = Counter(
+            p + "input_tokens_removed",
+            "Input tokens factrail kept out of upstream requests, in the upstream's tokens.",
+            registry=r,
+        )
+        self.cache_breaks = Counter(
+            p + "cache_breaks",
+            "Turns not compacted that read less of the prompt cache than the session's last.",
+            registry=r,
+        )
+        self.invalidated = Histogram(
+            p + "compaction_invalidated_tokens",
+            "Tokens from a compaction's first changed message to the end (cache re-read).",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
         self.build_info = Gauge(p + "build_info", "Build information.", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
         self._request_counts: dict[tuple[str, str, int], Counter] = {}
@@ -144,6 +170,14 @@ class Metrics:
         self.preparations.labels(outcome).inc()
         if outcome != "skipped":
             self.preparation_seconds.observe(seconds)
+
+    def record_usage(self, usage: Usage, removed: int) -> None:
+        """One upstream response's reported input, and the tokens factrail kept out of it."""
+        self._uncached.inc(usage.uncached)
+        self._cached.inc(usage.cached)
+        self._cache_write.inc(usage.cache_write)
+        if removed > 0:
+            self.input_removed.inc(removed)
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""
@@ -165,6 +199,7 @@ class Metrics:
         if result.tokens_before > 0:
             self.remaining_ratio.observe(result.tokens_after / result.tokens_before)
         self.tokens_saved.inc(max(result.tokens_before - result.tokens_after, 0))
+        self.invalidated.observe(result.invalidated_tokens)
         self.session_compactions.observe(result.compactions)
 
     def render(self) -> bytes:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import httpx
 import orjson
+from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -28,8 +29,9 @@ from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
+from app.sessions import SessionMemory
 from app.upstream import request_headers, response_headers, set_cookies, upstream_url
-from app.usage import body_prompt_tokens
+from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
 from factrail.policy.trigger import soft_line
@@ -41,7 +43,6 @@ log = logging.getLogger("factrail.proxy")
 CALIBRATION_HEADROOM = 1.5
 MODEL_PEEK_BYTES = 4096
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
-SESSION_HEADER = "x-factrail-session"
 OUTCOME_HEADER = "x-factrail"
 COMPACTIONS_HEADER = "x-factrail-compactions"
 """How many times this session has been compacted so far (on every parsed request)."""
@@ -91,6 +92,8 @@ class Prepared:
     outcome: str = "passthrough"
     session: str | None = None
     result: TurnResult | None = None
+    removed_share: float = 0.0
+    """Tokens the compaction step kept out of the body, over the tokens forwarded (estimates)."""
 
 
 class Gateway:
@@ -120,6 +123,7 @@ class Gateway:
         self.extensions = {"timeout": client.timeout.as_dict()}
         """The client's timeouts, for requests built without the client's merging step (which
         would also add its default headers and its cookie jar: a proxy forwards neither)."""
+        self.sessions = SessionMemory()
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -174,7 +178,7 @@ class Gateway:
         """The response, the outcome and the compaction result of one request; never raises."""
         try:
             body = await self._read_body(request)
-            prepared = await self._prepare(route, body, request.headers.get(SESSION_HEADER))
+            prepared = await self._prepare(route, body, request.headers)
             response = await self._forward(request, route, prepared, start)
         except RequestRejected as exc:
             return _error(route, exc.status, exc.message, exc.code), "rejected", None
@@ -196,7 +200,7 @@ class Gateway:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def _prepare(self, route: Route, body: bytes, header: str | None) -> Prepared:
+    async def _prepare(self, route: Route, body: bytes, headers: Headers) -> Prepared:
         """Compact `body` when it may cross the trigger; any internal error fails open."""
         if route.field is None or self.engine is None or self.cannot_reach_trigger(body):
             return Prepared(body)
@@ -206,28 +210,32 @@ class Gateway:
         if not isinstance(items, list) or not isinstance(model, str) or parse is None:
             return Prepared(body)
         phase = "parse"
+        session = None
         try:
             if self.settings.test_fail_compaction:
                 phase = "injected"
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
             system = _system_text(data, route)
             doc = _with_system(parse(items), system)
-            session = self.engine.session_key(header, doc, model)
+            session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
             phase = "compact"
             started = time.perf_counter()
-            result = await self.engine.compactor.compact(
-                session, doc, model=model, extra_tokens=_extra_tokens(data, system)
-            )
+            extra = _extra_tokens(data, system)
+            compactor = self.engine.compactor
+            result = await compactor.compact(session, doc, model=model, extra_tokens=extra)
             self.metrics.record_turn(result, time.perf_counter() - started)
             if result.document is None:
                 return Prepared(body, result.outcome, session, result)
+            sent = result.estimated_sent
+            original = compactor.transcript_tokens(doc.messages) + extra
+            removed = max(original - sent, 0) / sent if sent > 0 else 0.0
             phase = "serialise"
             data[route.field] = result.document
-            return Prepared(orjson.dumps(data), result.outcome, session, result)
+            return Prepared(orjson.dumps(data), result.outcome, session, result, removed)
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
             self.metrics.failures.labels(phase).inc()
-            return Prepared(body, "failed-open")
+            return Prepared(body, "failed-open", session)
 
     async def _forward(
         self, request: Request, route: Route, prepared: Prepared, start: float
@@ -257,10 +265,12 @@ class Gateway:
         if prepared.result is not None:
             headers[COMPACTIONS_HEADER] = str(prepared.result.compactions)
         content_type = upstream.headers.get("content-type", "")
+        reader = UsageReader(route.provider)
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"
-            done = partial(self._observe, prepared) if prepared.session else None
-            relay = Relay(upstream, headers, done)
+            relay = Relay(upstream, headers)
+            if route.field is not None:  # a compaction route: its usage is read on the way past
+                relay.tap, relay.done = reader.feed, partial(self._answered, prepared, reader)
             relay.raw_headers.extend(set_cookies(upstream.headers))
             return relay
         try:
@@ -271,20 +281,32 @@ class Gateway:
             return _transport_error(route, 502, "the upstream response was cut", prepared)
         finally:
             await upstream.aclose()
-        self._observe(prepared, body_prompt_tokens(content))
+        reader.read_body(content)
+        self._answered(prepared, reader)
         answer = Response(content, status_code=upstream.status_code, headers=headers)
         answer.raw_headers.extend(set_cookies(upstream.headers))
         return answer
 
-    def _observe(self, prepared: Prepared, reported: int | None) -> None:
-        if self.engine is None or prepared.session is None or prepared.result is None:
+    def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
+        """Count the usage the upstream reported; for a session, remember which session a
+        Responses id answered, watch its cache reads and calibrate its token estimate."""
+        usage = reader.usage
+        if usage is not None:
+            self.metrics.record_usage(usage, round(usage.prompt * prepared.removed_share))
+        session = prepared.session
+        if session is None:
             return
-        if reported is None or prepared.result.estimated_sent <= 0:
+        if reader.response_id is not None:
+            self.sessions.remember(reader.response_id, session)
+        if usage is None:
+            return
+        if self.sessions.cache_broke(session, usage.cached, prepared.outcome == "compacted"):
+            self.metrics.cache_breaks.inc()
+        result = prepared.result
+        if self.engine is None or result is None or result.estimated_sent <= 0:
             return
         try:
-            self.engine.compactor.observe_usage(
-                prepared.session, reported, prepared.result.estimated_sent
-            )
+            self.engine.compactor.observe_usage(session, usage.prompt, result.estimated_sent)
         except Exception:
             log.warning("usage calibration failed", exc_info=True)
 

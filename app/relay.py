@@ -15,22 +15,23 @@ import anyio
 import httpx
 from starlette.types import Receive, Scope, Send
 
-from app.usage import StreamUsage
-
 
 class Relay:
-    """An ASGI response streaming `upstream` through; `done` gets the reported prompt tokens
-    when the stream ended normally and `usage` was asked for."""
+    """An ASGI response streaming `upstream` through; `tap` sees every chunk as it passes and
+    `done` runs once the relay ends, however it ends (the client leaving included: what the
+    upstream reported until then was billed all the same)."""
 
     def __init__(
         self,
         upstream: httpx.Response,
         headers: dict[str, str],
-        done: Callable[[int | None], None] | None = None,
+        tap: Callable[[bytes], None] | None = None,
+        done: Callable[[], None] | None = None,
     ) -> None:
         self.upstream = upstream
         self.status_code = upstream.status_code
         self.raw_headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        self.tap = tap
         self.done = done
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -47,7 +48,7 @@ class Relay:
             relay.cancel()
 
         watcher = asyncio.get_running_loop().create_task(watch())
-        usage = StreamUsage() if self.done is not None else None
+        tap = self.tap
         try:
             await send(
                 {
@@ -57,8 +58,8 @@ class Relay:
                 }
             )
             async for chunk in self.upstream.aiter_bytes():
-                if usage is not None:
-                    usage.feed(chunk)
+                if tap is not None:
+                    tap(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             watcher.cancel()  # the last message completes the response: not a disconnect
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -71,5 +72,5 @@ class Relay:
             watcher.cancel()
             with anyio.CancelScope(shield=True):
                 await self.upstream.aclose()
-        if self.done is not None and usage is not None:
-            self.done(usage.prompt_tokens)
+            if self.done is not None:
+                self.done()

@@ -1,81 +1,117 @@
-"""Read the upstream's reported prompt tokens on the way past, without buffering the stream."""
+"""Read the upstream's own usage (and a Responses id) on the way past, without buffering.
+
+OpenAI chat reports `usage.prompt_tokens` with `prompt_tokens_details.cached_tokens` among
+them; Responses `usage.input_tokens` with `input_tokens_details.cached_tokens` (also inside
+`response.completed`); Anthropic `usage.input_tokens` (uncached only), `cache_read_input_tokens`
+and `cache_creation_input_tokens` (also in a stream's `message_start` and `message_delta`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import orjson
 
+Provider = Literal["openai", "anthropic"]
 MAX_PENDING = 1 << 20
 """An SSE event longer than this is not inspected (usage events are small)."""
+ANTHROPIC_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+OPENAI_KEYS = ("prompt_tokens", "input_tokens")
+USAGE_KEYS = frozenset((*OPENAI_KEYS, *ANTHROPIC_KEYS))
+DETAILS_KEYS = ("prompt_tokens_details", "input_tokens_details")
+"""Where OpenAI chat and Responses report `cached_tokens`, a part of the prompt."""
 
 
-ANTHROPIC_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-"""Anthropic reports cached prompt tokens apart from `input_tokens`; the prompt is their sum."""
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The input tokens of one upstream response, split the way the provider bills them."""
+
+    uncached: int
+    cached: int
+    """Read from the provider's prompt cache."""
+    cache_write: int
+    """Written to the prompt cache (Anthropic; OpenAI bills no writes)."""
+
+    @property
+    def prompt(self) -> int:
+        """The whole prompt (what calibrates the session's token estimate)."""
+        return self.uncached + self.cached + self.cache_write
 
 
-def prompt_tokens(payload: Any) -> int | None:
-    """Prompt tokens reported in a response body or SSE event.
+class UsageReader:
+    """Collects what one upstream response reports about itself, from its body or its SSE
+    bytes: the usage figures (each the largest seen, as stream figures are cumulative) and,
+    for a Responses response, its id."""
 
-    `usage.prompt_tokens` (chat), else the sum of `usage.input_tokens` and Anthropic's
-    `cache_read_input_tokens` / `cache_creation_input_tokens` (Responses has only the first).
-    The usage may sit under `response` (a Responses stream's `response.completed`) or `message`
-    (an Anthropic stream's `message_start`).
-    """
-    if not isinstance(payload, dict):
-        return None
-    usage = payload.get("usage")
-    for holder in ("response", "message"):
-        if not isinstance(usage, dict) and isinstance(payload.get(holder), dict):
-            usage = payload[holder].get("usage")
-    if not isinstance(usage, dict):
-        return None
-    chat = usage.get("prompt_tokens")
-    if _count(chat) > 0:
-        return _count(chat)
-    total = sum(_count(usage.get(key)) for key in ANTHROPIC_INPUT_KEYS)
-    return total if total > 0 else None
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def body_prompt_tokens(body: bytes) -> int | None:
-    """Prompt tokens from a whole JSON response body."""
-    if b'"usage"' not in body:
-        return None
-    try:
-        return prompt_tokens(orjson.loads(body))
-    except orjson.JSONDecodeError:
-        return None
-
-
-class StreamUsage:
-    """Feed it the raw SSE bytes as they pass; `prompt_tokens` holds the last usage seen."""
-
-    def __init__(self) -> None:
-        self.prompt_tokens: int | None = None
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.response_id: str | None = None
+        self._counts: dict[str, int] = {}
         self._pending = b""
 
+    @property
+    def usage(self) -> Usage | None:
+        """The input usage reported so far, or None when there was none."""
+        counts = self._counts
+        if self.provider == "anthropic":
+            if not any(k in counts for k in ANTHROPIC_KEYS):
+                return None
+            return Usage(
+                counts.get("input_tokens", 0),
+                counts.get("cache_read_input_tokens", 0),
+                counts.get("cache_creation_input_tokens", 0),
+            )
+        prompt = next((counts[k] for k in OPENAI_KEYS if k in counts), None)
+        if prompt is None:
+            return None
+        cached = min(counts.get("cached_tokens", 0), prompt)
+        return Usage(prompt - cached, cached, 0)
+
+    def read_body(self, body: bytes) -> None:
+        """Read a whole JSON response body."""
+        if b'"usage"' in body:
+            self._read_json(body)
+
     def feed(self, chunk: bytes) -> None:
-        """Inspect the complete events in `chunk` (plus what was pending); keep the rest."""
+        """Read the complete SSE events in `chunk` (plus what was pending); keep the rest."""
         data = self._pending + chunk
         cut = max(data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n"))
         if cut < 0:
             self._pending = data if len(data) <= MAX_PENDING else b""
             return
         complete, self._pending = data[:cut], data[cut:].lstrip(b"\r\n")
-        if b'"usage"' in complete:
-            self._scan(complete)
+        if b'"usage"' not in complete:
+            return
+        for line in complete.splitlines():
+            if line.startswith(b"data:") and b'"usage"' in line:
+                self._read_json(line[5:])
 
-    def _scan(self, events: bytes) -> None:
-        for line in events.splitlines():
-            if not line.startswith(b"data:") or b'"usage"' not in line:
-                continue
-            try:
-                found = prompt_tokens(orjson.loads(line[5:].strip()))
-            except orjson.JSONDecodeError:
-                continue
-            if found is not None:
-                self.prompt_tokens = found
+    def _read_json(self, raw: bytes) -> None:
+        try:
+            payload = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(payload, dict):
+            self._read(payload)
+
+    def _read(self, payload: dict[str, Any]) -> None:
+        """Take the usage of a body or event: at its top (chat, Anthropic bodies and
+        `message_delta`), under `response` (Responses events) or `message` (`message_start`)."""
+        holder = payload
+        for key in ("response", "message"):
+            if not isinstance(holder.get("usage"), dict) and isinstance(payload.get(key), dict):
+                holder = payload[key]
+        if holder.get("object") == "response" and isinstance(holder.get("id"), str):
+            self.response_id = holder["id"]
+        usage = holder.get("usage")
+        if not isinstance(usage, dict):
+            return
+        found = {k: usage[k] for k in USAGE_KEYS if k in usage}
+        for key in DETAILS_KEYS:
+            details = usage.get(key)
+            if isinstance(details, dict) and "cached_tokens" in details:
+                found["cached_tokens"] = details["cached_tokens"]
+        for key, value in found.items():
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                self._counts[key] = max(self._counts.get(key, 0), value)

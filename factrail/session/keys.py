@@ -1,20 +1,106 @@
-"""Which session a request belongs to."""
+"""Which session a request belongs to: the client's own session wherever it names one.
+
+Every key is a blake2b hash (nothing in clear) behind a prefix naming its source: `h-` the
+caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a Responses chain whose start
+was not seen, `s-` the stable head alone.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
 
 from factrail.core.formats.base import Document
 from factrail.core.model import is_prompt
 
+SESSION_HEADER = "x-factrail-session"
+CLIENT_HEADERS = (
+    "x-claude-code-session-id",
+    "session_id",
+    "session-id",
+    "conversation_id",
+    "x-session-id",
+)
+"""Session ids clients send as headers: Claude Code, Codex CLI (`session_id`; older versions
+also `conversation_id`), others."""
+CLIENT_METADATA_KEYS = ("session_id", "thread_id", "conversation_id")
+"""Keys of a Responses `client_metadata` that name a conversation (Codex sends the first two)."""
+SESSION_PART = "_session_"
+"""Claude Code's `metadata.user_id` is `user_<hash>_account_<uuid>_session_<uuid>` (newer
+versions send a JSON object with a `session_id` instead)."""
 
-def session_key(header: str | None, doc: Document, model: str) -> str:
-    """The caller's `X-Factrail-Session`, else a hash of the transcript's stable head (system
-    texts, first user message, model family). Nothing is kept in clear."""
-    if header and header.strip():
-        return "h-" + hashlib.blake2b(header.strip().encode(), digest_size=12).hexdigest()
+Chain = Callable[[str], str | None]
+"""Responses id → the session key of the request it answered, when known."""
+
+
+def session_key(
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    doc: Document,
+    model: str,
+    chain: Chain | None = None,
+) -> str:
+    """The session of a request (`headers` with lower-case names, or case-insensitive).
+
+    In order: `X-Factrail-Session`; the session of the response a Responses request continues
+    (`previous_response_id`, when `chain` knows it); the client's own session id (`client_id`)
+    together with the stable head, so that the subagents of one client session (other system
+    prompt and task) stay apart; a `previous_response_id` not known (a chain from here on); the
+    stable head alone (system texts, first user message, model family).
+    """
+    explicit = _text(headers.get(SESSION_HEADER))
+    if explicit:
+        return _key("h-", explicit)
+    previous = _text(body.get("previous_response_id"))
+    known = chain(previous) if previous and chain is not None else None
+    if known:
+        return known
     first_user = next((m.text for m in doc.messages if is_prompt(m)), "")
     family = re.split(r"[-:@/]", model.lower(), maxsplit=1)[0] if model else ""
-    head = "\x00".join([*doc.system_texts, first_user, family])
-    return "s-" + hashlib.blake2b(head.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+    head = [*doc.system_texts, first_user, family]
+    client = client_id(headers, body)
+    if client:
+        return _key("c-", client, *head)
+    if previous:
+        return _key("r-", previous)
+    return _key("s-", *head)
+
+
+def client_id(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
+    """The client's own session id: Claude Code's `metadata.user_id` (its session part when
+    it has one), OpenAI `prompt_cache_key`, a session header, a Responses `client_metadata`."""
+    metadata = body.get("metadata")
+    user = _text(metadata.get("user_id")) if isinstance(metadata, dict) else None
+    if user:
+        return _claude_session(user)
+    candidates = [body.get("prompt_cache_key"), *(headers.get(n) for n in CLIENT_HEADERS)]
+    extra = body.get("client_metadata")
+    if isinstance(extra, dict):
+        candidates += [extra.get(n) for n in CLIENT_METADATA_KEYS]
+    return next((t for t in map(_text, candidates) if t), None)
+
+
+def _claude_session(user: str) -> str:
+    """The session part of a `metadata.user_id`, else the whole value."""
+    if user.startswith("{"):
+        try:
+            parsed = orjson.loads(user)
+        except orjson.JSONDecodeError:
+            return user
+        session = _text(parsed.get("session_id")) if isinstance(parsed, dict) else None
+        return session or user
+    _, sep, session = user.rpartition(SESSION_PART)
+    return session if sep and session else user
+
+
+def _text(value: Any) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def _key(prefix: str, *parts: str) -> str:
+    joined = "\x00".join(parts).encode("utf-8", "surrogatepass")
+    return prefix + hashlib.blake2b(joined, digest_size=12).hexdigest()

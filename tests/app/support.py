@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from app.engine import Engine
 from app.main import create_app
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
+from factrail.core.model import Message
 from factrail.session import TurnResult, session_key
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -70,10 +72,15 @@ class ScriptedCompactor:
             judge="rules",
             reason="rules",
             compactions=1,
+            invalidated_tokens=600,
         )
 
     def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
         self.usage.append((session, prompt_tokens, estimated_tokens))
+
+    def transcript_tokens(self, messages: Sequence[Message]) -> int:
+        """A flat 1000: what `compact` reports as the tokens before its compaction."""
+        return 1000
 
     def close(self) -> None:
         self.closed = True

@@ -32,10 +32,11 @@ class Upstream(httpx.AsyncByteStream):
         self.closed = True
 
 
-async def test_chunks_are_relayed_and_the_reported_usage_is_handed_over() -> None:
+async def test_chunks_are_relayed_tapped_and_the_end_is_told() -> None:
     stream = Upstream([FIRST, USAGE], hang=False)
     upstream = httpx.Response(200, stream=stream)
-    reported: list[int | None] = []
+    tapped: list[bytes] = []
+    ended: list[bool] = []
     sent: list[Message] = []
 
     async def receive() -> Message:
@@ -45,20 +46,23 @@ async def test_chunks_are_relayed_and_the_reported_usage_is_handed_over() -> Non
     async def send(message: Message) -> None:
         sent.append(message)
 
-    relay = Relay(upstream, {"content-type": "text/event-stream"}, reported.append)
+    relay = Relay(
+        upstream, {"content-type": "text/event-stream"}, tapped.append, lambda: ended.append(True)
+    )
     await asyncio.wait_for(relay({"type": "http"}, receive, send), 5)
     assert sent[0]["status"] == 200
     assert (b"content-type", b"text/event-stream") in sent[0]["headers"]
     assert [m["body"] for m in sent[1:]] == [FIRST, USAGE, b""]
     assert [m["more_body"] for m in sent[1:]] == [True, True, False]
-    assert reported == [77]
+    assert tapped == [FIRST, USAGE] and ended == [True]
     assert stream.closed
 
 
 async def test_a_client_leaving_a_silent_stream_closes_the_upstream() -> None:
     stream = Upstream([FIRST], hang=True)
     upstream = httpx.Response(200, stream=stream)
-    reported: list[int | None] = []
+    tapped: list[bytes] = []
+    ended: list[bool] = []
     first_sent = asyncio.Event()
     sent: list[Message] = []
 
@@ -71,8 +75,8 @@ async def test_a_client_leaving_a_silent_stream_closes_the_upstream() -> None:
         if message.get("body"):
             first_sent.set()
 
-    relay = Relay(upstream, {}, reported.append)
+    relay = Relay(upstream, {}, tapped.append, lambda: ended.append(True))
     await asyncio.wait_for(relay({"type": "http"}, receive, send), 5)
     assert [m.get("body") for m in sent[1:]] == [FIRST]
     assert stream.closed
-    assert reported == []
+    assert tapped == [FIRST] and ended == [True]  # what was reported until then still counts

@@ -1,0 +1,65 @@
+"""What the gateway remembers of recent sessions, in memory and bounded: which session each
+Responses id answered (the `previous_response_id` chain) and each session's last cache read.
+
+Both are per process: with several workers, a session's turns answered by different workers
+are compared and chained only within each worker.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+RECENT_SESSIONS = 10_000
+RECENT_RESPONSES = 10_000
+
+
+class Lru(Generic[V]):
+    """A mapping that keeps its `size` most recently used keys."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: str) -> V | None:
+        """The value of `key` (now the most recent), or None."""
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: V) -> None:
+        """Set `key`, dropping the least recently used key past the size."""
+        self._items[key] = value
+        self._items.move_to_end(key)
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+class SessionMemory:
+    """The gateway's recollection of recent sessions."""
+
+    def __init__(self, sessions: int = RECENT_SESSIONS, responses: int = RECENT_RESPONSES) -> None:
+        self.responses: Lru[str] = Lru(responses)
+        """Responses id → the session key of the request it answered."""
+        self.cached: Lru[int] = Lru(sessions)
+        """Session key → the cached input tokens its last answered turn read."""
+
+    def answered_by(self, response_id: str) -> str | None:
+        """The session whose request the Responses response `response_id` answered."""
+        return self.responses.get(response_id)
+
+    def remember(self, response_id: str, session: str) -> None:
+        """`response_id` answered a request of `session`."""
+        self.responses.put(response_id, session)
+
+    def cache_broke(self, session: str, cached: int, compacted: bool) -> bool:
+        """Record a turn's cache read; True when a turn factrail did not compact read less of
+        the cache than the session's previous turn (a session seen first counts nothing)."""
+        previous = self.cached.get(session)
+        self.cached.put(session, cached)
+        return previous is not None and not compacted and cached < previous

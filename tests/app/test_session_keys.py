@@ -1,0 +1,127 @@
+"""Session keys: the client's own session wherever it names one, in a fixed order of sources."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pytest
+from starlette.datastructures import Headers
+
+from factrail.core.formats import openai_chat
+from factrail.core.formats.base import Document
+from factrail.session import session_key
+from factrail.session.keys import client_id
+
+
+def doc(system: str = "You are a coding agent.", prompt: str = "Fix the build.") -> Document:
+    return openai_chat.parse(
+        [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+    )
+
+
+def key(headers: Mapping[str, str] | None = None, model: str = "gpt-4o", /, **body: Any) -> str:
+    """The session key of a request with these headers, model and body fields."""
+    return session_key(Headers(headers or {}), body, doc(), model)
+
+
+def claude_user(session: str, account: str = "") -> str:
+    """Claude Code's legacy `metadata.user_id`, built at run time."""
+    return f"user_{'ab' * 32}_account_{account}_session_{session}"
+
+
+SESSION_A, SESSION_B = str(uuid.uuid4()), str(uuid.uuid4())
+
+
+def test_every_key_is_hashed_and_names_its_source() -> None:
+    cases = {
+        "h-": key({"X-Factrail-Session": "mine"}),
+        "c-": key(prompt_cache_key="pck-1"),
+        "r-": key(previous_response_id="resp_unknown"),
+        "s-": key(),
+    }
+    for prefix, found in cases.items():
+        assert found.startswith(prefix) and len(found) == len(prefix) + 24
+    assert "mine" not in cases["h-"] and "pck" not in cases["c-"]
+
+
+def test_the_head_hash_is_stable_within_a_model_family() -> None:
+    assert key() == key(None, "gpt-4o-mini") != key(None, "claude-3")
+    assert key() != session_key(Headers({}), {}, doc(prompt="Other task."), "gpt-4o")
+
+
+def test_the_factrail_header_wins_and_is_trimmed() -> None:
+    body = {"prompt_cache_key": "pck", "metadata": {"user_id": claude_user(SESSION_A)}}
+    assert key({"x-factrail-session": " abc "}, **body) == key({"X-Factrail-Session": "abc"})
+    assert key({"x-factrail-session": "abc"}, "claude-3") == key({"x-factrail-session": "abc"})
+
+
+def test_claude_codes_session_part_of_the_user_id() -> None:
+    a = key(metadata={"user_id": claude_user(SESSION_A)})
+    assert a == key(metadata={"user_id": claude_user(SESSION_A, account=str(uuid.uuid4()))})
+    assert a != key(metadata={"user_id": claude_user(SESSION_B)})
+    assert client_id({}, {"metadata": {"user_id": claude_user(SESSION_A)}}) == SESSION_A
+    as_json = orjson.dumps({"device_id": "d" * 64, "session_id": SESSION_A}).decode()
+    assert key(metadata={"user_id": as_json}) == a
+
+
+def test_a_user_id_without_a_session_part_counts_whole() -> None:
+    assert client_id({}, {"metadata": {"user_id": "user-42"}}) == "user-42"
+    assert client_id({}, {"metadata": {"user_id": "{not json"}}) == "{not json"
+    assert key(metadata={"user_id": "user-42"}) != key(metadata={"user_id": "user-43"})
+
+
+@pytest.mark.parametrize(
+    ("headers", "body"),
+    [
+        ({}, {"prompt_cache_key": "conv-1"}),
+        ({"session_id": "conv-1"}, {}),
+        ({"Session-Id": "conv-1"}, {}),
+        ({"conversation_id": "conv-1"}, {}),
+        ({"x-session-id": "conv-1"}, {}),
+        ({"x-claude-code-session-id": "conv-1"}, {}),
+        ({}, {"client_metadata": {"session_id": "conv-1", "x-codex-window-id": "w:0"}}),
+        ({}, {"client_metadata": {"thread_id": "conv-1"}}),
+    ],
+)
+def test_each_client_id_source_names_the_same_session(
+    headers: dict[str, str], body: dict[str, Any]
+) -> None:
+    """Codex sends one conversation id as `prompt_cache_key`, `session_id` header and
+    `client_metadata`: whichever a request carries, the session is the same."""
+    assert key(headers, **body) == key(prompt_cache_key="conv-1") != key()
+
+
+def test_client_ids_in_order() -> None:
+    user = {"user_id": claude_user(SESSION_A)}
+    metadata = {"client_metadata": {"session_id": "meta"}}
+    assert key({"session_id": "hdr"}, metadata=user, prompt_cache_key="pck") == key(metadata=user)
+    assert key({"session_id": "hdr"}, prompt_cache_key="pck", **metadata) == key(
+        prompt_cache_key="pck"
+    )
+    assert key({"session_id": "hdr"}, **metadata) == key({"session_id": "hdr"})
+    assert key(**metadata) == key(prompt_cache_key="meta")
+    assert key({"session_id": "  "}, prompt_cache_key="") == key()
+
+
+def test_one_client_session_keeps_its_subagents_apart() -> None:
+    """A Task subagent shares the client's session id but has its own system prompt and task."""
+    body = {"metadata": {"user_id": claude_user(SESSION_A)}}
+    main = session_key(Headers({}), body, doc(), "claude-sonnet-4-5")
+    agent = session_key(Headers({}), body, doc("You are a search agent.", "Find X."), "claude-3")
+    assert main != agent and main.startswith("c-") and agent.startswith("c-")
+
+
+def test_the_responses_chain() -> None:
+    known = {"resp_1": "c-known"}
+    body = {"previous_response_id": "resp_1", "prompt_cache_key": "pck"}
+    assert session_key(Headers({}), body, doc(), "gpt-5", known.get) == "c-known"
+    assert session_key(Headers({"x-factrail-session": "s"}), body, doc(), "gpt-5", known.get) == (
+        key({"x-factrail-session": "s"})
+    )
+    unknown = {"previous_response_id": "resp_2"}
+    assert session_key(Headers({}), unknown, doc(), "gpt-5", known.get) == key(**unknown)
+    assert key(**unknown) != key(previous_response_id="resp_3")
+    assert key(prompt_cache_key="pck", **unknown) == key(prompt_cache_key="pck")

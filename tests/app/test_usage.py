@@ -1,0 +1,315 @@
+"""The upstream's own usage, read on the way past in every wire format, streamed or not, and
+what the gateway makes of it: input tokens by kind, calibration, cache breaks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import respx
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from factrail.settings import Settings
+from factrail.stores.outputs import OutputStore
+from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
+
+ANTHROPIC = "http://anthropic.test"
+CHAT = f"{UPSTREAM}/chat/completions"
+RESPONSES = f"{UPSTREAM}/responses"
+MESSAGES = f"{ANTHROPIC}/v1/messages"
+SSE = {"content-type": "text/event-stream"}
+
+
+class Chunks(httpx.AsyncByteStream):
+    """An upstream body arriving in the given reads."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+def split(stream: bytes, size: int = 7) -> list[bytes]:
+    """`stream` in reads of `size` bytes: events and their JSON cut anywhere."""
+    return [stream[i : i + size] for i in range(0, len(stream), size)]
+
+
+def streamed(stream: bytes) -> httpx.Response:
+    return httpx.Response(200, headers=SSE, stream=Chunks(split(stream)))
+
+
+def data(*events: dict[str, Any], done: bool = False) -> bytes:
+    lines = [b"data: " + orjson.dumps(e) + b"\n\n" for e in events]
+    return b"".join(lines) + (b"data: [DONE]\n\n" if done else b"")
+
+
+def anthropic_sse(*events: dict[str, Any]) -> bytes:
+    return b"".join(
+        b"event: " + e["type"].encode() + b"\r\ndata: " + orjson.dumps(e) + b"\r\n\r\n"
+        for e in events
+    )
+
+
+def chat(**extra: Any) -> dict[str, Any]:
+    call = {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "Run the tests please."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "FAILED test_x " * 40},
+        {"role": "user", "content": "Fix it."},
+    ]
+    return {"model": "gpt-4o", "messages": messages, **extra}
+
+
+def responses_body(**extra: Any) -> dict[str, Any]:
+    items = [
+        {"role": "user", "content": "Run the tests please."},
+        {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "FAILED test_x " * 40},
+    ]
+    return {"model": "gpt-5", "input": items, **extra}
+
+
+def anthropic_body(**extra: Any) -> dict[str, Any]:
+    messages = [
+        {"role": "user", "content": "Run the tests please."},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "FAILED test_x " * 40}]},
+    ]  # fmt: skip
+    return {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages, **extra}
+
+
+def metric(client: TestClient, name: str, **labels: str) -> float:
+    """The value of one sample on `/metrics` (0 when it is not there)."""
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
+
+
+def input_tokens(client: TestClient) -> tuple[float, float, float]:
+    name = "factrail_upstream_input_tokens_total"
+    return (
+        metric(client, name, kind="uncached"),
+        metric(client, name, kind="cached"),
+        metric(client, name, kind="cache_write"),
+    )
+
+
+@pytest.fixture
+def client(
+    router: respx.MockRouter, compactor: ScriptedCompactor, outputs: OutputStore
+) -> Iterator[TestClient]:
+    settings = Settings(
+        upstream_url=UPSTREAM,
+        anthropic_upstream_url=ANTHROPIC,
+        trigger_tokens=100,
+        max_body_bytes=64 * 1024,
+    )
+    with make_client(settings, router, compactor, outputs) as c:
+        yield c
+
+
+CHAT_USAGE = {"prompt_tokens": 1000, "completion_tokens": 5,
+              "prompt_tokens_details": {"cached_tokens": 768}}  # fmt: skip
+RESPONSES_USAGE = {"input_tokens": 2000, "output_tokens": 9,
+                   "input_tokens_details": {"cached_tokens": 1536}}  # fmt: skip
+ANTHROPIC_USAGE = {"input_tokens": 5, "cache_read_input_tokens": 700,
+                   "cache_creation_input_tokens": 40, "output_tokens": 3}  # fmt: skip
+RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "output": []}
+
+
+def chat_stream(usage: dict[str, Any] | None) -> bytes:
+    delta = {"id": "c", "choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+    last = [{"id": "c", "choices": [], "usage": usage}] if usage else []
+    return data(delta, *last, done=True)
+
+
+def responses_stream() -> bytes:
+    created = {**RESPONSE, "status": "in_progress", "usage": None}
+    return data(
+        {"type": "response.created", "sequence_number": 0, "response": created},
+        {"type": "response.output_text.delta", "sequence_number": 1, "delta": "Hi"},
+        {"type": "response.completed", "sequence_number": 2,
+         "response": {**RESPONSE, "usage": RESPONSES_USAGE}},
+    )  # fmt: skip
+
+
+def anthropic_stream(delta_usage: dict[str, int]) -> bytes:
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+             "usage": {"input_tokens": 9, "cache_read_input_tokens": 1000,
+                       "cache_creation_input_tokens": 50, "output_tokens": 1}}  # fmt: skip
+    return anthropic_sse(
+        {"type": "message_start", "message": start},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": delta_usage},
+        {"type": "message_stop"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "url", "body", "answer", "expected"),
+    [
+        pytest.param(
+            "/v1/chat/completions", CHAT, chat(),
+            httpx.Response(200, json={"id": "c", "choices": [], "usage": CHAT_USAGE}),
+            (232, 768, 0), id="chat",
+        ),
+        pytest.param(
+            "/v1/chat/completions", CHAT,
+            chat(stream=True, stream_options={"include_usage": True}),
+            chat_stream(CHAT_USAGE), (232, 768, 0), id="chat-stream",
+        ),
+        pytest.param(
+            "/v1/responses", RESPONSES, responses_body(),
+            httpx.Response(200, json={**RESPONSE, "usage": RESPONSES_USAGE}),
+            (464, 1536, 0), id="responses",
+        ),
+        pytest.param(
+            "/v1/responses", RESPONSES, responses_body(stream=True),
+            responses_stream(), (464, 1536, 0), id="responses-stream",
+        ),
+        pytest.param(
+            "/v1/messages", MESSAGES, anthropic_body(),
+            httpx.Response(200, json={"id": "msg_1", "type": "message", "content": [],
+                                      "usage": ANTHROPIC_USAGE}),
+            (5, 700, 40), id="anthropic",
+        ),
+        pytest.param(
+            "/v1/messages", MESSAGES, anthropic_body(stream=True),
+            anthropic_stream({"output_tokens": 4}), (9, 1000, 50),
+            id="anthropic-stream",
+        ),
+        pytest.param(
+            "/v1/messages", MESSAGES, anthropic_body(stream=True),
+            anthropic_stream({"input_tokens": 9, "cache_read_input_tokens": 1000,
+                              "cache_creation_input_tokens": 80, "output_tokens": 4}),
+            (9, 1000, 80), id="anthropic-stream-delta-usage",
+        ),
+    ],
+)  # fmt: skip
+def test_the_upstreams_usage_is_counted_by_kind_and_calibrates_the_session(
+    client: TestClient,
+    router: respx.MockRouter,
+    compactor: ScriptedCompactor,
+    path: str,
+    url: str,
+    body: dict[str, Any],
+    answer: httpx.Response | bytes,
+    expected: tuple[int, int, int],
+) -> None:
+    """A streamed answer (bytes) arrives in 7-byte reads, every event and its JSON cut up."""
+    upstream = streamed(answer) if isinstance(answer, bytes) else answer
+    router.post(url).mock(return_value=upstream)
+    with client.stream("POST", path, json=body) as r:
+        relayed = r.read()
+        assert r.headers["x-factrail"] == "compacted"
+    assert relayed == (answer if isinstance(answer, bytes) else answer.content)
+    assert input_tokens(client) == expected
+    session = compactor.calls[-1][0]
+    assert compactor.usage == [(session, sum(expected), 250)]
+    # The scripted step estimates 1000 tokens in, 250 out: 3 removed for every token sent.
+    removed = metric(client, "factrail_input_tokens_removed_total")
+    assert removed == 3 * sum(expected)
+
+
+def test_a_stream_without_usage_counts_nothing_and_leaves_the_estimate_alone(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    router.post(CHAT).mock(return_value=streamed(chat_stream(None)))
+    with client.stream("POST", "/v1/chat/completions", json=chat(stream=True)) as r:
+        assert r.read() == chat_stream(None)
+    assert input_tokens(client) == (0, 0, 0)
+    assert compactor.usage == []
+
+
+def test_the_fast_path_counts_usage_but_knows_no_session(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    usage = {"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 0}}
+    router.post(CHAT).mock(return_value=httpx.Response(200, json={"usage": usage}))
+    r = client.post("/v1/chat/completions", content=b'{"model":"m","messages":[]}')
+    assert r.headers["x-factrail"] == "passthrough"
+    assert compactor.calls == [] and compactor.usage == []
+    assert input_tokens(client) == (10, 0, 0)
+
+
+def test_pass_through_paths_are_not_counted(client: TestClient, router: respx.MockRouter) -> None:
+    router.post(f"{MESSAGES}/count_tokens").mock(
+        return_value=httpx.Response(200, json={"input_tokens": 42})
+    )
+    assert client.post("/v1/messages/count_tokens", json=anthropic_body()).status_code == 200
+    assert input_tokens(client) == (0, 0, 0)
+
+
+def test_a_turn_not_compacted_that_reads_less_cache_is_a_cache_break(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    cached = iter([1000, 500, 100, 2000, 10])
+
+    def answer(_: httpx.Request) -> httpx.Response:
+        usage = {"prompt_tokens": 3000, "prompt_tokens_details": {"cached_tokens": next(cached)}}
+        return httpx.Response(200, json={"usage": usage})
+
+    router.post(CHAT).mock(side_effect=answer)
+    breaks = "factrail_cache_breaks_total"
+
+    def turn(outcome: str, session: str = "one") -> float:
+        compactor.outcome = outcome
+        r = client.post(
+            "/v1/chat/completions", json=chat(), headers={"x-factrail-session": session}
+        )
+        assert r.headers["x-factrail"] == outcome
+        return metric(client, breaks)
+
+    assert turn("passthrough") == 0  # the session's first turn: nothing to compare with
+    assert turn("passthrough") == 1  # 1000 → 500 cached, and factrail changed nothing
+    assert turn("compacted") == 1  # 500 → 100, but factrail's compaction re-bills the cache
+    assert turn("passthrough") == 1  # 100 → 2000
+    assert turn("passthrough", session="two") == 1  # another session, seen first
+
+
+def test_each_compaction_observes_the_tokens_it_invalidated(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    router.post(CHAT).mock(return_value=httpx.Response(200, json={"choices": []}))
+    client.post("/v1/chat/completions", json=chat())
+    compactor.outcome = "passthrough"
+    client.post("/v1/chat/completions", json=chat())
+    name = "factrail_compaction_invalidated_tokens"
+    assert metric(client, name + "_count") == 1
+    assert metric(client, name + "_sum") == 600
+    assert metric(client, name + "_bucket", le="1000.0") == 1
+
+
+def test_a_responses_id_chains_the_next_request_to_its_session(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    ids = iter(["resp_a", "resp_b", "resp_c", "resp_d"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if orjson.loads(request.content).get("stream"):
+            return streamed(responses_stream().replace(b"resp_1", next(ids).encode()))
+        return httpx.Response(200, json={**RESPONSE, "id": next(ids), "usage": RESPONSES_USAGE})
+
+    router.post(RESPONSES).mock(side_effect=answer)
+    other = [{"role": "user", "content": "Something else entirely."}]
+    client.post("/v1/responses", json=responses_body())
+    with client.stream(
+        "POST", "/v1/responses", json=responses_body(previous_response_id="resp_a", stream=True)
+    ) as r:
+        r.read()
+    client.post("/v1/responses", json=responses_body(input=other, previous_response_id="resp_b"))
+    client.post("/v1/responses", json=responses_body(input=other, previous_response_id="resp_x"))
+    first, streamed_turn, chained, unknown = (call[0] for call in compactor.calls)
+    assert first == streamed_turn == chained
+    assert unknown.startswith("r-") and unknown != first
