@@ -21,6 +21,13 @@ from tests.integration.fakes import json_response, record_routes
 
 RECORDS: list[dict[str, Any]] = []
 PROMPT_TOKENS = 4242
+CACHED_TOKENS = 4096
+CHAT_USAGE = {
+    "prompt_tokens": PROMPT_TOKENS,
+    "prompt_tokens_details": {"cached_tokens": CACHED_TOKENS},
+    "completion_tokens": 2,
+    "total_tokens": PROMPT_TOKENS + 2,
+}
 
 
 def _completion(tool_call: bool) -> dict[str, Any]:
@@ -43,7 +50,7 @@ def _completion(tool_call: bool) -> dict[str, Any]:
         "created": 1,
         "model": "gpt-4o",
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 1, "total_tokens": 1},
+        "usage": CHAT_USAGE,
     }
 
 
@@ -56,7 +63,7 @@ def _chunk(delta: dict[str, Any], usage: bool = False) -> bytes:
         "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": None}],
     }
     if usage:
-        data["usage"] = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 2, "total_tokens": 3}
+        data["usage"] = CHAT_USAGE
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
 

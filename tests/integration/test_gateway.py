@@ -13,6 +13,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration.fake_upstream import CACHED_TOKENS, PROMPT_TOKENS
 from tests.integration.processes import Stack, start_factrail, stop
 
 pytestmark = pytest.mark.integration
@@ -89,6 +90,34 @@ def test_sdk_clients_sync_async_streaming_and_tool_calls(stack: Stack) -> None:
             return r.choices[0].message.content
 
     assert asyncio.run(run()) == "done"
+
+
+def input_tokens(stack: Stack) -> dict[str, float]:
+    """`factrail_upstream_input_tokens_total` by kind, from the gateway's `/metrics`."""
+    text = httpx.get(stack.factrail[:-3] + "/metrics").text
+    return {
+        s.labels["kind"]: s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "factrail_upstream_input_tokens"
+        for s in f.samples
+        if s.name.endswith("_total")
+    }
+
+
+def test_a_streams_usage_is_counted_by_kind(stack: Stack) -> None:
+    before = input_tokens(stack)
+    stream = sdk(stack).chat.completions.create(
+        model="gpt-4o",
+        messages=[{"role": "user", "content": "x"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    usage = [c.usage for c in stream if c.usage]
+    assert usage and usage[0].prompt_tokens == PROMPT_TOKENS
+    after = input_tokens(stack)
+    assert after["cached"] - before["cached"] == CACHED_TOKENS
+    assert after["uncached"] - before["uncached"] == PROMPT_TOKENS - CACHED_TOKENS
+    assert after["cache_write"] == before["cache_write"] == 0
 
 
 def test_compaction_then_reapplication_keeps_the_prefix(stack: Stack) -> None:
