@@ -65,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--visibility", choices=("strict", "compat"), default="strict")
     ev.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
     ev.add_argument("--sim", action="store_true", help="simulate repeated in-flight compaction")
+    ev.add_argument(
+        "--price",
+        choices=("anthropic", "openai", "none"),
+        default="anthropic",
+        help="the price profile --sim bills under (default anthropic)",
+    )
     ev.add_argument("--gate", type=Path, help="fail (exit 1) below this baseline")
     ev.add_argument("--write-baseline", type=Path, help="write the measured figures here")
     ev.add_argument("--tolerance", type=float, default=0.005)
@@ -196,6 +202,7 @@ def _eval_run(args: argparse.Namespace) -> Any:
         visibility=args.visibility,
         strategies=tuple(args.strategy) if args.strategy else None,
         sim=args.sim,
+        price=args.price,
         decider=args.judge,
         gate=args.gate,
         write_baseline=args.write_baseline,

@@ -114,6 +114,17 @@ class Settings(BaseSettings):
     prefix wins)."""
     rearm_tokens: int = 0
     """Re-arm gap after a compaction; 0 means an eighth of T."""
+    headroom_turns: int = Field(default=35, ge=0)
+    """How deep a compaction cuts: low enough under the soft line to leave room for this many
+    turns of the session's observed growth (never less than the re-arm gap), so compactions,
+    each of which re-bills the provider's cache from its first change, come rarely."""
+    price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
+    """Prompt-cache prices a soft-line compaction must pay back under: `anthropic` (cached reads
+    0.1×, writes 1.25×), `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no
+    cache: always compact at the soft line); `auto` picks by the model's name."""
+    cache_ttl_s: float = Field(default=300.0, gt=0)
+    """A session idle longer than this has lost its provider cache, so a compaction at the soft
+    line costs nothing extra and runs at once."""
     preserve_recent: int = Field(default=6, ge=0)
     """The newest N messages (and message 0) are never reduced."""
     head_chars: int = Field(default=200, ge=0)
@@ -253,6 +264,9 @@ class Settings(BaseSettings):
             outputs_route=outputs_route,
             prepare_share=self.prepare_share,
             analysis_sessions=self.analysis_sessions,
+            headroom_turns=self.headroom_turns,
+            price_profile=self.price_profile,
+            cache_ttl_s=self.cache_ttl_s,
         )
 
     def known_secrets(self) -> list[str]:

@@ -63,7 +63,10 @@ def compactor(
     """A compactor over memory state; outputs under `tmp_path`."""
     store = MemoryStateStore()
     outputs = OutputStore(tmp_path / "outputs") if tmp_path is not None else None
-    options = engine_options(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0)
+    # No provider cache to pay back: these tests are about the step, not about when it pays.
+    options = engine_options(
+        trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0, price_profile="none"
+    )
     compactor = SessionCompactor(options, state=store, outputs=outputs, judge=judge or RulesJudge())
     return compactor, store
 
@@ -368,6 +371,8 @@ async def test_turns_below_the_trigger_prepare_the_compaction_turn(tmp_path: Pat
     assert analysis.layouts
     warm.analyses.keep("s", analysis)
     cold, _ = compactor(40000, tmp_path / "cold")
+    # The same turn without its preparation: the same session state, a cold analysis.
+    assert (await cold.compact("s", openai_chat.parse(wire[:-9]))).outcome == "passthrough"
     got = await warm.compact("s", openai_chat.parse(wire))
     want = await cold.compact("s", openai_chat.parse(wire))
     assert got.outcome == want.outcome == "compacted"

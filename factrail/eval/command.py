@@ -15,6 +15,7 @@ from factrail.core.model import Action, Message
 from factrail.eval.facts import Visibility
 from factrail.eval.progress import progress
 from factrail.eval.replay import DeciderName
+from factrail.policy.cost import Profile
 from factrail.settings import Settings
 
 Named = list[tuple[str, list[Message]]]
@@ -47,6 +48,8 @@ class EvalRun:
     strategies: tuple[str, ...] | None = None
     """Only these strategies (None: all)."""
     sim: bool = False
+    price: Profile = "anthropic"
+    """The price profile `--sim` bills under."""
     decider: Decider = "rules"
     gate: Path | None = None
     write_baseline: Path | None = None
@@ -144,6 +147,7 @@ def evaluate(
     visibility: Visibility = "strict",
     strategies: Sequence[str] | None = None,
     sim: bool = False,
+    price: Profile = "anthropic",
     decider: Decider = "rules",
     with_rows: bool = False,
     show_progress: bool = False,
@@ -174,6 +178,7 @@ def evaluate(
             settings.engine_options(outputs_route=None),
             strategies=tuple(strategies) if strategies else SIM_STRATEGIES,
             visibility=visibility,
+            profile=price,
             progress=lambda items: shown(items, "sim"),
         )
         result["sim"] = sim_totals.get("rails")
@@ -193,6 +198,7 @@ def run_eval(run: EvalRun, settings: Settings) -> int:
         visibility=run.visibility,
         strategies=run.strategies,
         sim=run.sim,
+        price=run.price,
         decider=run.decider,
         with_rows=run.report is not None,
         show_progress=True,
@@ -245,7 +251,7 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
     if sims:
         print(
             "\n| strategy | window | rate | compactions | peak fill (median, over window) |"
-            " cache share | billed |",
+            " cache share | billed (vs everything) |",
             file=file,
         )
         print("|---|---|---|---|---|---|---|", file=file)
@@ -254,7 +260,7 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
                 print(
                     f"| {name} | {length} | {v['rate']:.4f} | {v['compactions']} |"
                     f" {v['peak_fill']:.3f} ({v['peak_fill_median']:.3f}, {v['over_window']}) |"
-                    f" {v['cache_share']:.3f} | {v['billed_ratio']:.3f} |",
+                    f" {v['cache_share']:.3f} | {v['billed']:,} ({v['billed_ratio']:.3f}) |",
                     file=file,
                 )
 

@@ -17,7 +17,10 @@ Per strategy and length it reports:
   transcripts of each one's largest; `over_window`: transcripts whose largest request did not
   fit the window);
 - `cache_share`: the share of input tokens that is a byte-identical prefix of the previous
-  request; `billed_ratio`: input billed with cached reads at 0.1×, over sending everything.
+  request; `billed`: input billed under a price profile (`anthropic` by default: cached reads
+  0.1×, the rest written at 1.25×; `openai`: cached 0.5×; `none`: no cache), in token-units;
+  `billed_ratio`: that over sending everything, as an agent would, under the same profile;
+- `compactions_per_session`: prefix breaks per transcript.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
 from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
 from factrail.judges.rules import RulesJudge
+from factrail.policy.cost import Prices, Profile, prices
 from factrail.policy.trigger import soft_line
 from factrail.session import EngineOptions, SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
 TRIGGER_SHARE = 0.6
-CACHED_READ_PRICE = 0.1
 
 Strategy = Callable[[Sequence[Message], Mapping[str, Action]], list[Message]]
 
@@ -126,10 +129,11 @@ def _shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> i
 class _Run:
     """Accumulates one strategy's requests for one transcript and length."""
 
-    def __init__(self, row: SimRow, window: float, meter: _Meter) -> None:
+    def __init__(self, row: SimRow, window: float, meter: _Meter, price: Prices) -> None:
         self.row = row
         self.window = window
         self.meter = meter
+        self.price = price
         self.previous: list[Message] = []
 
     def request(
@@ -150,8 +154,8 @@ class _Run:
         row.requests += 1
         row.sent_tokens += tokens
         row.cached_tokens += cached
-        row.billed += CACHED_READ_PRICE * cached + (tokens - cached)
-        row.billed_everything += CACHED_READ_PRICE * previous_full + (full_tokens - previous_full)
+        row.billed += self.price.billed(cached, tokens - cached)
+        row.billed_everything += self.price.billed(previous_full, full_tokens - previous_full)
         row.peak_fill = max(row.peak_fill, tokens / self.window if self.window else 0.0)
         for f in at_stake:
             row.needed += 1
@@ -170,6 +174,7 @@ async def simulate(
     lengths: Sequence[float] = LENGTHS,
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
     visibility: Visibility = "strict",
+    profile: Profile = "anthropic",
 ) -> list[SimRow]:
     """Every (length, strategy) row for one transcript; the rails run as the gateway would
     under `options`, at a trigger of 0.6 of each length's window (no outputs saved)."""
@@ -182,11 +187,20 @@ async def simulate(
         window = total / length if length > 0 else float(total)
         trigger = int(TRIGGER_SHARE * window)
         soft = soft_line(trigger)
-        runs = {s: _Run(SimRow(name, length, s), window, meter) for s in strategies}
+        price = prices(profile)
+        runs = {s: _Run(SimRow(name, length, s), window, meter, price) for s in strategies}
         at_length = replace(
             options,
-            trigger=replace(options.trigger, tokens=trigger, percent=0.0, rearm=0, by_model={}),
+            trigger=replace(
+                options.trigger,
+                tokens=trigger,
+                percent=0.0,
+                rearm=0,
+                by_model={},
+                windows={"": int(window)},  # every model: this length's window
+            ),
             save_outputs=False,
+            price_profile=profile,
         )
         compactor = SessionCompactor(
             at_length,
@@ -241,6 +255,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
                 "_billed": 0.0,
                 "_everything": 0.0,
                 "_peaks": [],
+                "sessions": 0,
             },
         )
         t["_peaks"].append(r.peak_fill)
@@ -252,6 +267,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
         t["_cached"] += r.cached_tokens
         t["_billed"] += r.billed
         t["_everything"] += r.billed_everything
+        t["sessions"] += 1
     for by_length in out.values():
         for t in by_length.values():
             peaks = sorted(t.pop("_peaks"))
@@ -260,8 +276,10 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
             t["rate"] = t["kept"] / t["needed"] if t["needed"] else 1.0
             t["cache_share"] = t.pop("_cached") / t["_sent"] if t["_sent"] else 0.0
             t.pop("_sent")
+            t["billed"] = round(t["_billed"])
             t["billed_ratio"] = t.pop("_billed") / t["_everything"] if t["_everything"] else 0.0
             t.pop("_everything")
+            t["compactions_per_session"] = t["compactions"] / t["sessions"] if t["sessions"] else 0
     return out
 
 
@@ -272,6 +290,7 @@ def run_sim(
     lengths: Sequence[float] = LENGTHS,
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
     visibility: Visibility = "strict",
+    profile: Profile = "anthropic",
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> tuple[list[SimRow], dict[str, Any]]:
     """Simulate every transcript; return the rows and the per-strategy totals."""
@@ -290,6 +309,7 @@ def run_sim(
                     lengths=lengths,
                     strategies=strategies,
                     visibility=visibility,
+                    profile=profile,
                 )
             )
         return rows

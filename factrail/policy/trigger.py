@@ -87,6 +87,19 @@ class Trigger:
         absolute = [self.tokens, *(t for t in self.by_model.values() if t > 0)]
         return min([t for t in by_percent if t > 0] + [t for t in absolute if t > 0] or [0])
 
+    def window_for(self, model: str) -> int | None:
+        """The model's context window, when the table knows it."""
+        return by_prefix(model, self.windows)
+
+    def danger(self, model: str, trigger: int) -> int:
+        """The size a session must never pass without a compaction, even one that cannot get
+        under the hard line: halfway from the trigger to the model's window (a fifth past the
+        trigger when the window is unknown)."""
+        window = self.window_for(model)
+        if window is not None and window > trigger:
+            return trigger + (window - trigger) // 2
+        return trigger + trigger // 5
+
     def gap(self, trigger: int) -> int:
         """The re-arm gap for a trigger."""
         return rearm_gap(trigger, self.rearm)

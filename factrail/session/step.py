@@ -13,19 +13,21 @@ import functools
 import logging
 import math
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.formats.base import Document
-from factrail.core.model import Action, Message, transcript_tokens
+from factrail.core.model import Action, Message, collect_tool_calls, transcript_tokens
 from factrail.core.pressure import pressure
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
+from factrail.policy.cost import cold, pays, prices, profile_for
 from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
-from factrail.policy.trigger import due, soft_line
+from factrail.policy.trigger import DueReason, due, soft_line
 from factrail.session.analyses import Analyses, Observe, collector_paused
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
@@ -37,6 +39,11 @@ from factrail.stores.state import SessionState, StateStore
 log = logging.getLogger("factrail.session")
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
+REDUCIBLE_SHARE = 0.8
+"""About how much of the results it may reduce a compaction removes (for the estimate of
+what a compaction would save before it runs)."""
+GROWTH_WEIGHT = 0.3
+"""How fast the smoothed growth per turn follows a new turn's."""
 
 
 @dataclass(slots=True)
@@ -63,6 +70,9 @@ class TurnResult:
     fenced: bool = False
     """The fence kept a model judge away from this session for the first time."""
     compactions: int = 0
+    invalidated_tokens: int = 0
+    """Tokens from the first message this compaction changed to the end: what the provider's
+    prompt cache re-reads at full price (0 when nothing was compacted)."""
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
     after_answer: Callable[[], None] | None = None
@@ -89,6 +99,9 @@ class Turn:
     extra: int
     """Tokens outside the transcript (system prompt, tool schemas)."""
     taint: TaintScan
+    model: str = ""
+    line: DueReason = "below-soft-line"
+    """The line this turn crossed."""
 
     @property
     def tokens(self) -> int:
@@ -131,6 +144,9 @@ class SessionCompactor:
         )
         self._clock = clock
         self._tokens = TokenCache()
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        """One lock per session in flight: two concurrent turns of a session never interleave
+        their plans (the second re-applies what the first stored)."""
 
     @property
     def judge(self) -> Judge:
@@ -164,6 +180,13 @@ class SessionCompactor:
         self, session: str, doc: Document, *, model: str = "", extra_tokens: int = 0
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist."""
+        lock = self._locks.get(session)
+        if lock is None:
+            lock = self._locks[session] = asyncio.Lock()
+        async with lock:
+            return await self._step(session, doc, model, extra_tokens)
+
+    async def _step(self, session: str, doc: Document, model: str, extra_tokens: int) -> TurnResult:
         turn = self._turn(session, doc, model, extra_tokens)
         result = TurnResult(
             outcome="reapplied" if turn.reapplied else "passthrough",
@@ -176,17 +199,81 @@ class SessionCompactor:
         )
         tainted_now = self._fence(turn)
         result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
+        idle = self._idle_s(turn.state)
+        self._observe_growth(turn.state, turn.tokens)
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
-        if turn.trigger > 0 and due(turn.tokens, lines)[0]:
+        is_due, turn.line = due(turn.tokens, lines)
+        if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
             return await self._compact(turn, result)
-        if tainted_now:
-            self._save_state(turn)
+        self._save_state(turn)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
             result.after_answer = functools.partial(self.analyses.prepare_later, session, turn.work)
         if turn.reapplied:
             result.document = doc.emit(turn.work)
         return result
+
+    def _idle_s(self, state: SessionState) -> float | None:
+        """Seconds since the session's last request was seen (None: never seen)."""
+        if not state.updated_ms:
+            return None
+        return max(0.0, self._clock() - state.updated_ms / 1000)
+
+    @staticmethod
+    def _observe_growth(state: SessionState, tokens: int) -> None:
+        """Smooth how many tokens a turn adds (a shrinking transcript, e.g. the client's own
+        compaction, says nothing about growth)."""
+        if state.last_tokens is not None and tokens > state.last_tokens:
+            delta = tokens - state.last_tokens
+            state.growth = (
+                delta
+                if state.growth is None
+                else state.growth + GROWTH_WEIGHT * (delta - state.growth)
+            )
+        state.last_tokens = tokens
+
+    def _headroom(self, turn: Turn) -> int:
+        """Calibrated tokens a compaction leaves under the soft line: room for the configured
+        number of turns of observed growth, never less than the re-arm gap."""
+        gap = self.options.trigger.gap(turn.trigger)
+        growth = turn.state.growth or 0.0
+        return max(gap, math.ceil(growth * self.options.headroom_turns))
+
+    def _must(self, turn: Turn) -> bool:
+        """Past the hard line a compaction runs whatever it costs, unless the last one could
+        not get under the line either (the pinned tail and the prose alone exceed it): then
+        each further one only reduces what is new, and it must pay like one at the soft line."""
+        baseline = turn.state.baseline_tokens
+        stuck = baseline is not None and baseline >= turn.trigger
+        danger = self.options.trigger.danger(turn.model, turn.trigger)
+        return turn.line == "hard-line" and (not stuck or turn.tokens >= danger)
+
+    def _pays(self, turn: Turn, idle: float | None) -> bool:
+        """Whether a compaction at the soft line is worth the cache it breaks: free once the
+        cache is cold; else an estimate of the tokens it would invalidate (from the first
+        result it could reduce) against those it would stop resending over the session's
+        expected remaining turns (as many as the transcript has had: a long session is likely to
+        go on)."""
+        opts = self.options
+        if cold(idle, opts.cache_ttl_s):
+            return True
+        price = prices(profile_for(opts.price_profile, turn.model), turn.model)
+        calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
+        open_ = [
+            c
+            for c in calls
+            if not c.pinned and c.tool_use_id not in turn.reapplied and c.result_chars > 0
+        ]
+        if not open_:
+            return False
+        first = min(min(c.call_index, c.result_index) for c in open_)
+        invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
+        aim = max(soft_line(turn.trigger) - self._headroom(turn), 0.0)
+        results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
+        reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
+        saved = min(turn.tokens - aim, REDUCIBLE_SHARE * reducible)
+        turns = sum(1 for m in turn.work if m.role == "assistant")
+        return pays(invalidated, saved, max(turns, 1), price)
 
     def _turn(self, session: str, doc: Document, model: str, extra_tokens: int) -> Turn:
         state = self.state.load(session) or SessionState(plan={})
@@ -202,6 +289,7 @@ class SessionCompactor:
             estimated=self.transcript_tokens(work) + extra_tokens,
             extra=extra_tokens,
             taint=TaintScan(),
+            model=model,
         )
 
     def _fence(self, turn: Turn) -> bool:
@@ -230,9 +318,11 @@ class SessionCompactor:
             self._apply_and_save, turn, judged.actions, self._reduction(turn)
         )
         result.reduced = self._record_plan(turn, applied, saved)
+        self._settle(turn)
         sent = self.transcript_tokens(applied.messages) + turn.extra
         after = math.ceil(sent * turn.ratio)
         turn.state.baseline_tokens = after
+        turn.state.last_tokens = after
         turn.state.updated_ms = int(self._clock() * 1000)
         if not applied.changed and not applied.briefed:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
@@ -245,6 +335,7 @@ class SessionCompactor:
         self._save_state(turn)
 
         result.outcome = "compacted"
+        result.invalidated_tokens = self._invalidated(turn, applied)
         result.document = turn.doc.emit(applied.messages)
         result.tokens_after = after
         result.estimated_sent = sent
@@ -254,12 +345,19 @@ class SessionCompactor:
         result.compactions = turn.state.compactions
         return result
 
+    def _invalidated(self, turn: Turn, applied: Applied) -> int:
+        """Calibrated tokens from the first message the compaction changed to the end."""
+        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
+        if first is None:
+            return 0
+        return math.ceil(self.transcript_tokens(applied.messages[first:]) * turn.ratio)
+
     def _reduction(self, turn: Turn) -> Reduction:
-        """Aim the re-arm gap under the soft line, so that a compaction frees room before the
-        next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
+        """Aim the headroom under the soft line, so that many turns pass before the next
+        compaction is due; evict only while past the trigger (all in uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
-        gap = self.options.trigger.gap(turn.trigger) / turn.ratio
-        aim = max(soft_line(trigger) - max(gap, 0.0), 0.0)
+        headroom = self._headroom(turn) / turn.ratio
+        aim = max(soft_line(trigger) - max(headroom, 0.0), 0.0)
         return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
 
     def _apply_and_save(
@@ -273,7 +371,7 @@ class SessionCompactor:
                 actions,
                 reduction=reduction,
                 head_chars=self.options.plan.head_chars,
-                final=frozenset(turn.reapplied),
+                final=self._frozen(turn),
                 count=self._tokens,
                 memo=analysis,
             )
@@ -288,6 +386,23 @@ class SessionCompactor:
             self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
         self.writer.expire(self._clock())
         return applied, saved
+
+    def _frozen(self, turn: Turn) -> frozenset[str]:
+        """Results this compaction leaves as they are: those re-applied from earlier ones and,
+        until the hard line, every call an earlier compaction already decided."""
+        if turn.line == "hard-line":
+            return frozenset(turn.reapplied)
+        return frozenset(turn.reapplied).union(turn.state.settled)
+
+    def _settle(self, turn: Turn) -> None:
+        """Remember every call this compaction decided (all but the pinned ones)."""
+        present = {
+            c.tool_use_id
+            for c in collect_tool_calls(turn.work, self.options.plan.preserve_recent)
+            if not c.pinned
+        }
+        kept = [i for i in turn.state.settled if i in present]
+        turn.state.settled = kept + sorted(present.difference(kept))
 
     def _record_plan(self, turn: Turn, applied: Applied, saved: Saved) -> int:
         """Store how each result (and each briefed call) was reduced, for the next turns to

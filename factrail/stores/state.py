@@ -18,6 +18,7 @@ from factrail.core.plan import CallAnswer
 from factrail.core.reapply import PlanEntry
 
 MAX_ANSWERS = 20_000
+MAX_SETTLED = 50_000
 CALIBRATION_WEIGHT = 0.3
 CALIBRATION_RANGE = (0.25, 4.0)
 ANSWER_FIELDS = ("keepCall", "keepResult")
@@ -38,6 +39,11 @@ class SessionState:
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
+    last_tokens: int | None = None  # calibrated tokens of the last request seen
+    growth: float | None = None  # tokens a turn adds, smoothed
+    settled: list[str] = field(default_factory=list)
+    """Calls an earlier compaction already decided (reduced or left as they were): frozen until
+    the hard line, so a compaction breaks the prompt cache only from what is newer."""
 
 
 class StateStore(Protocol):
@@ -108,6 +114,9 @@ def encode_state(state: SessionState) -> bytes:
             "calibration": state.calibration,
             "answers": answers,
             "updated_ms": state.updated_ms,
+            "last_tokens": state.last_tokens,
+            "growth": state.growth,
+            "settled": state.settled[-MAX_SETTLED:],
         }
     )
 
@@ -143,6 +152,9 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         calibration=float(calibration) if _is_number(calibration) else None,
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
+        last_tokens=_int_or_none(raw.get("last_tokens")),
+        growth=float(raw["growth"]) if _is_number(raw.get("growth")) else None,
+        settled=_strings(raw.get("settled")),
     )
 
 
@@ -172,6 +184,12 @@ def _trim_answers(answers: dict[str, dict[str, float]]) -> None:
     if excess > 0:
         for key in list(answers)[:excess]:
             del answers[key]
+
+
+def _strings(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, str)][-MAX_SETTLED:]
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:

@@ -1,0 +1,71 @@
+"""Prompt-cache prices and the payback rule of a soft-line compaction."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from factrail.policy.cost import (
+    ANTHROPIC,
+    DEFAULT_TTL_S,
+    NO_CACHE,
+    Prices,
+    cold,
+    pays,
+    prices,
+    profile_for,
+)
+
+
+def test_profiles() -> None:
+    assert prices("anthropic") == Prices(cached=0.1, write=1.25)
+    assert prices("none") == NO_CACHE
+    assert prices("openai", "gpt-4o-2024-08-06").cached == 0.5
+    assert prices("openai", "openai/gpt-4.1-mini").cached == 0.25
+    assert prices("openai", "gpt-5-codex").cached == 0.1
+    assert prices("openai", "some-local-model").cached == 0.5
+    assert prices("openai").write == 1.0
+
+
+def test_auto_picks_the_provider_by_model() -> None:
+    assert profile_for("auto", "claude-sonnet-4-5") == "anthropic"
+    assert profile_for("auto", "anthropic/claude-opus-4") == "anthropic"
+    assert profile_for("auto", "gpt-4o") == "openai"
+    assert profile_for("none", "claude-sonnet-4-5") == "none"
+
+
+def test_billing() -> None:
+    assert ANTHROPIC.billed(1000, 100) == pytest.approx(100 + 125)
+    assert NO_CACHE.billed(1000, 100) == 1100
+
+
+def test_the_payback_rule() -> None:
+    # R > (I/H)·(P_write − P_cached)/P_cached: 10k invalidated, 2k saved a turn, anthropic →
+    # 5 · 11.5 = 57.5 turns.
+    assert not pays(10_000, 2_000, 57, ANTHROPIC)
+    assert pays(10_000, 2_000, 58, ANTHROPIC)
+    assert pays(10_000, 2_000, 1, NO_CACHE)  # no cache: always worth it
+    assert not pays(10_000, 0, 1_000, ANTHROPIC)  # saves nothing: never
+    assert pays(0, 10, 1, ANTHROPIC)  # breaks nothing: always
+
+
+@given(
+    st.floats(0, 1e7),
+    st.floats(1, 1e6),
+    st.floats(1, 1e4),
+)
+def test_paying_is_monotone_in_remaining_turns_and_savings(
+    invalidated: float, saved: float, turns: float
+) -> None:
+    if pays(invalidated, saved, turns, ANTHROPIC):
+        assert pays(invalidated, saved, turns * 2, ANTHROPIC)
+        assert pays(invalidated, saved * 2, turns, ANTHROPIC)
+        assert pays(invalidated / 2, saved, turns, ANTHROPIC)
+
+
+def test_cold() -> None:
+    assert cold(DEFAULT_TTL_S + 1, DEFAULT_TTL_S)
+    assert not cold(DEFAULT_TTL_S, DEFAULT_TTL_S)
+    assert not cold(None, DEFAULT_TTL_S)
+    assert not cold(float("nan"), DEFAULT_TTL_S)

@@ -1,0 +1,116 @@
+"""When and how deep: a soft-line compaction runs only when it pays back its cache break (or
+the cache is cold); past the hard line it always runs; what an earlier compaction decided stays
+frozen; two turns of one session never interleave."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from factrail.core.formats import openai_chat
+from factrail.core.model import transcript_tokens
+from factrail.judges.rules import RulesJudge
+from factrail.session import SessionCompactor
+from factrail.stores.memory_state import MemoryStateStore
+from tests.options import engine_options
+from tests.test_session import chat
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tokens_of(wire: list[dict[str, Any]]) -> int:
+    return transcript_tokens(openai_chat.parse(wire).messages)
+
+
+def make(
+    trigger: int, profile: str = "anthropic", clock: Clock | None = None, rearm: int = 0
+) -> SessionCompactor:
+    clock = clock or Clock()
+    return SessionCompactor(
+        engine_options(
+            trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=rearm, price_profile=profile
+        ),
+        state=MemoryStateStore(clock),
+        outputs=None,
+        judge=RulesJudge(),
+        clock=clock,
+    )
+
+
+def between_the_lines(wire: list[dict[str, Any]]) -> int:
+    """A trigger that puts `wire` between the soft line (5/6) and the hard line."""
+    return int(tokens_of(wire) / 0.9)
+
+
+async def test_a_soft_line_compaction_waits_until_it_pays_back() -> None:
+    wire = chat(12)
+    trigger = between_the_lines(wire)
+    warm = await make(trigger).compact("s", openai_chat.parse(wire))
+    assert warm.outcome == "passthrough"  # 6 turns in: breaking the cache would not pay back
+    free = await make(trigger, "none").compact("s", openai_chat.parse(wire))
+    assert free.outcome == "compacted" and free.invalidated_tokens > 0
+
+
+async def test_past_the_hard_line_it_always_runs() -> None:
+    wire = chat(12)
+    result = await make(int(tokens_of(wire) * 0.8)).compact("s", openai_chat.parse(wire))
+    assert result.outcome == "compacted"
+
+
+async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:
+    wire = chat(12)
+    trigger = between_the_lines(wire)
+    clock = Clock()
+    compactor = make(trigger, clock=clock)
+    assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "passthrough"
+    clock.now += 60  # still warm
+    assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "passthrough"
+    clock.now += 301  # idle past the five-minute TTL: the next request re-bills it all anyway
+    assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "compacted"
+
+
+async def test_what_an_earlier_compaction_decided_stays_frozen() -> None:
+    """A shallow first compaction leaves some old results as they were; the second, deeper one
+    changes nothing the first decided (reduced or not), only what is newer, so the provider
+    re-reads its cache up to the newly reduced results."""
+    wire = chat(40, size=1500)
+    head = wire[:52]
+    compactor = make(int(tokens_of(head) * 0.9), "none", rearm=1)
+    first = await compactor.compact("s", openai_chat.parse(head))
+    assert first.outcome == "compacted"
+    state = compactor.state.load("s")
+    assert state is not None
+    untouched = [c for c in state.settled if c not in state.plan]
+    assert untouched  # the first cut was shallow: some old results stayed verbatim
+    grown = wire[:58]
+    second = await compactor.compact("s", openai_chat.parse(grown))
+    assert second.outcome == "compacted" and second.tokens_before < second.trigger_tokens
+    earlier = _tools(first.document)
+    later = _tools(second.document)
+    for call in state.settled:
+        assert later[call]["content"] == earlier[call]["content"]
+    fresh = [c for c in later if c not in earlier or c not in state.settled]
+    assert any(later[c]["content"] != _tools(grown)[c]["content"] for c in fresh)
+
+
+def _tools(wire: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {m["tool_call_id"]: m for m in wire if m["role"] == "tool"}
+
+
+async def test_two_turns_of_one_session_never_interleave() -> None:
+    wire = chat(30)
+    compactor = make(int(tokens_of(wire) * 0.8))
+    a, b = await asyncio.gather(
+        compactor.compact("s", openai_chat.parse(wire)),
+        compactor.compact("s", openai_chat.parse(wire)),
+    )
+    assert sorted([a.outcome, b.outcome]) == ["compacted", "reapplied"]
+    assert a.document == b.document
+    state = compactor.state.load("s")
+    assert state is not None and state.compactions == 1
