@@ -2,7 +2,8 @@
 
 It records every request body (`GET /_records`, `POST /_reset`) and misbehaves on demand, per
 request, through the `x-fake-mode` header: `429`, `500`, `hang`, `reset` (the connection drops
-mid-body) or `cut` (a stream stops mid-way). Run: `uvicorn tests.integration.fake_upstream:app`.
+mid-body), `cut` (a stream stops mid-way), `linger` (a stream ends a second after `[DONE]`) or
+`no-usage`. Run: `uvicorn tests.integration.fake_upstream:app`.
 """
 
 from __future__ import annotations
@@ -67,13 +68,15 @@ def _chunk(delta: dict[str, Any], usage: bool = False) -> bytes:
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
-async def _stream(cut: bool) -> AsyncIterator[bytes]:
+async def _stream(mode: str) -> AsyncIterator[bytes]:
     yield _chunk({"role": "assistant", "content": "Hel"})
     yield _chunk({"content": "lo"})
-    if cut:
+    if mode == "cut":
         raise ConnectionResetError("fake upstream cut the stream")
     yield _chunk({}, usage=True)
     yield b"data: [DONE]\n\n"
+    if mode == "linger":  # a remote upstream's end arrives after [DONE], the client has gone
+        await asyncio.sleep(1)
 
 
 async def _reset() -> AsyncIterator[bytes]:
@@ -109,7 +112,7 @@ async def chat(request: Request) -> Response:
             }
         )
     if data.get("stream"):
-        return StreamingResponse(_stream(mode == "cut"), media_type="text/event-stream")
+        return StreamingResponse(_stream(mode), media_type="text/event-stream")
     answer = _completion(bool(data.get("tools")))
     if mode == "no-usage":  # leaves the proxy's token estimate uncalibrated
         del answer["usage"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,11 @@ import openai
 import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.datastructures import Headers
 
+from factrail.core.formats.openai_chat import parse
+from factrail.session import session_key
+from factrail.stores.sqlite_state import SqliteStateStore
 from tests.integration.fake_upstream import CACHED_TOKENS, PROMPT_TOKENS
 from tests.integration.processes import Stack, start_factrail, stop
 
@@ -118,6 +123,31 @@ def test_a_streams_usage_is_counted_by_kind(stack: Stack) -> None:
     assert after["cached"] - before["cached"] == CACHED_TOKENS
     assert after["uncached"] - before["uncached"] == PROMPT_TOKENS - CACHED_TOKENS
     assert after["cache_write"] == before["cache_write"] == 0
+
+
+def test_a_client_closing_at_done_keeps_the_streams_calibration(stack: Stack) -> None:
+    """The openai SDK closes a stream once it reads `[DONE]`; the upstream's own end may come
+    later. What the stream reported until then still calibrates the session."""
+    stream = sdk(stack).chat.completions.create(
+        model="gpt-4o",
+        messages=transcript(),
+        stream=True,
+        extra_headers={"x-factrail-session": "linger-1", "x-fake-mode": "linger"},
+    )
+    started = time.monotonic()
+    assert [c.usage.prompt_tokens for c in stream if c.usage] == [PROMPT_TOKENS]
+    assert time.monotonic() - started < 1  # the SDK did not wait for the upstream's end
+    key = session_key(Headers({"x-factrail-session": "linger-1"}), {}, parse([]), "gpt-4o")
+    store = SqliteStateStore(stack.data_home / "factrail" / "state.db")
+    try:
+        for _ in range(50):
+            state = store.load(key)
+            if state is not None and state.calibration is not None:
+                break
+            time.sleep(0.02)
+        assert state is not None and state.calibration is not None
+    finally:
+        store.close()
 
 
 def test_compaction_then_reapplication_keeps_the_prefix(stack: Stack) -> None:
