@@ -115,13 +115,15 @@ class Settings(BaseSettings):
     rearm_tokens: int = 0
     """Re-arm gap after a compaction; 0 means an eighth of T."""
     headroom_turns: int = Field(default=35, ge=0)
-    """How deep a compaction cuts: low enough under the soft line to leave room for this many
-    turns of the session's observed growth (never less than the re-arm gap), so compactions,
-    each of which re-bills the provider's cache from its first change, come rarely."""
+    """How deep a compaction cuts where that loses no fact: past the re-arm gap under the soft
+    line, the rails go on down to leave room for this many turns of the session's observed
+    growth, by moves that drop no fact token, so compactions (each re-bills the provider's
+    cache from its first change) come rarely."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
-    """Prompt-cache prices a soft-line compaction must pay back under: `anthropic` (cached reads
-    0.1×, writes 1.25×), `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no
-    cache: always compact at the soft line); `auto` picks by the model's name."""
+    """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
+    the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×),
+    `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no cache: compact at the
+    soft line); `auto` picks by the model's name."""
     cache_ttl_s: float = Field(default=300.0, gt=0)
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
     line costs nothing extra and runs at once."""

@@ -1,5 +1,5 @@
-"""When and how deep: a soft-line compaction runs only when it pays back its cache break (or
-the cache is cold); past the hard line it always runs; what an earlier compaction decided stays
+"""When and how deep: short of the danger line a compaction runs only when it pays back its
+cache break (or the cache is cold); past it, always; what an earlier compaction decided stays
 frozen; two turns of one session never interleave."""
 
 from __future__ import annotations
@@ -57,10 +57,14 @@ async def test_a_soft_line_compaction_waits_until_it_pays_back() -> None:
     assert free.outcome == "compacted" and free.invalidated_tokens > 0
 
 
-async def test_past_the_hard_line_it_always_runs() -> None:
+async def test_past_the_danger_line_it_always_runs() -> None:
+    """Danger: halfway from the trigger to the window, or a fifth past the trigger when the
+    window is unknown (as here)."""
     wire = chat(12)
-    result = await make(int(tokens_of(wire) * 0.8)).compact("s", openai_chat.parse(wire))
-    assert result.outcome == "compacted"
+    past_danger = await make(int(tokens_of(wire) / 1.25)).compact("s", openai_chat.parse(wire))
+    assert past_danger.outcome == "compacted"
+    short_of_it = await make(int(tokens_of(wire) / 1.1)).compact("s", openai_chat.parse(wire))
+    assert short_of_it.outcome == "passthrough"  # past the trigger, but it would not pay back
 
 
 async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:

@@ -17,7 +17,7 @@ from factrail.core.model import input_json
 from factrail.judges.base import JudgeRound
 from factrail.judges.rules import RulesJudge
 from factrail.policy.trigger import Trigger
-from factrail.session import SessionCompactor, session_key
+from factrail.session import SessionCompactor
 from factrail.session.analyses import _CollectorPause
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
@@ -183,15 +183,6 @@ def test_trigger_is_min_of_percent_window_and_absolute() -> None:
     ).trigger
     assert family.for_model("openai/gpt-4.1-2025-04-14") == 400_000
     assert family.for_model("gpt-4.1-mini") == 90_000
-
-
-def test_session_key_prefers_header_and_is_stable() -> None:
-    doc = openai_chat.parse(chat(2))
-    assert session_key("abc", doc, "gpt-4o") == session_key(" abc ", doc, "gpt-4o-mini")
-    k1 = session_key(None, doc, "gpt-4o")
-    assert k1 == session_key(None, openai_chat.parse(chat(3)), "gpt-4o-mini")
-    assert k1 != session_key(None, doc, "claude-3")
-    assert "Fix" not in k1
 
 
 class CountingJudge:

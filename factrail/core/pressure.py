@@ -27,11 +27,16 @@ def _positive(x: float | None) -> bool:
 
 
 def pressure(
-    context_tokens: float | None, transcript_tokens: float | None, *, aim: float, hard: float
+    context_tokens: float | None,
+    transcript_tokens: float | None,
+    *,
+    aim: float,
+    hard: float,
+    free: float | None = None,
 ) -> Reduction:
     """The `Reduction` that brings a context of `context_tokens` (of which the transcript is
     `transcript_tokens`) down to `aim`, the oldest results giving way further while it is still
-    past `hard`."""
+    past `hard`, and on to `free` (a deeper line) only where no fact is lost."""
     if not (_positive(context_tokens) and _positive(transcript_tokens) and _positive(hard)):
         return Reduction(target=RAIL_FLOOR, hard=RAIL_FLOOR)
     assert context_tokens is not None and transcript_tokens is not None
@@ -43,4 +48,5 @@ def pressure(
     return Reduction(
         target=_clamp(need(aim), TARGET_MIN, TARGET_MAX),
         hard=_clamp(need(hard), 0.0, TARGET_MAX),
+        free=0.0 if free is None else _clamp(need(free), 0.0, TARGET_MAX),
     )

@@ -233,20 +233,18 @@ class SessionCompactor:
         state.last_tokens = tokens
 
     def _headroom(self, turn: Turn) -> int:
-        """Calibrated tokens a compaction leaves under the soft line: room for the configured
-        number of turns of observed growth, never less than the re-arm gap."""
+        """Calibrated tokens a compaction may leave under the soft line where that loses no
+        fact: room for the configured number of turns of observed growth, never less than the
+        re-arm gap."""
         gap = self.options.trigger.gap(turn.trigger)
         growth = turn.state.growth or 0.0
         return max(gap, math.ceil(growth * self.options.headroom_turns))
 
     def _must(self, turn: Turn) -> bool:
-        """Past the hard line a compaction runs whatever it costs, unless the last one could
-        not get under the line either (the pinned tail and the prose alone exceed it): then
-        each further one only reduces what is new, and it must pay like one at the soft line."""
-        baseline = turn.state.baseline_tokens
-        stuck = baseline is not None and baseline >= turn.trigger
-        danger = self.options.trigger.danger(turn.model, turn.trigger)
-        return turn.line == "hard-line" and (not stuck or turn.tokens >= danger)
+        """Past the danger line (halfway from the trigger to the model's window) a compaction
+        runs whatever it costs. Between the soft line and there, it must pay back the cache it
+        breaks: a session that ends soon after a compaction at the trigger paid for nothing."""
+        return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger)
 
     def _pays(self, turn: Turn, idle: float | None) -> bool:
         """Whether a compaction at the soft line is worth the cache it breaks: free once the
@@ -353,12 +351,20 @@ class SessionCompactor:
         return math.ceil(self.transcript_tokens(applied.messages[first:]) * turn.ratio)
 
     def _reduction(self, turn: Turn) -> Reduction:
-        """Aim the headroom under the soft line, so that many turns pass before the next
-        compaction is due; evict only while past the trigger (all in uncalibrated tokens)."""
+        """Aim the re-arm gap under the soft line, and on down to the headroom (room for many
+        turns before the next compaction) wherever that loses no fact; evict only while past
+        the trigger (all in uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
+        soft = soft_line(trigger)
+        gap = self.options.trigger.gap(turn.trigger) / turn.ratio
         headroom = self._headroom(turn) / turn.ratio
-        aim = max(soft_line(trigger) - max(headroom, 0.0), 0.0)
-        return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
+        return pressure(
+            turn.estimated,
+            turn.estimated - turn.extra,
+            aim=max(soft - gap, 0.0),
+            hard=trigger,
+            free=max(soft - headroom, 0.0),
+        )
 
     def _apply_and_save(
         self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction

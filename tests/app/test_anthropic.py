@@ -136,6 +136,7 @@ def make_settings(**extra: Any) -> Settings:
         "trigger_tokens": 100,
         "max_body_bytes": 64 * 1024,
         "record_decisions": False,
+        "price_profile": "none",  # compact at the soft line: these tests are not about cost
         **extra,
     }
     return Settings(**values)

@@ -64,6 +64,7 @@ def test_two_runs_with_the_same_prompt_keep_their_own_plans(tmp_path: Path) -> N
         outputs_dir=str(tmp_path),
         max_body_bytes=1 << 20,
         record_decisions=False,
+        price_profile="none",  # compact at the soft line: this test is about sessions
     )
     upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
     app = create_app(

@@ -94,6 +94,7 @@ def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Pr
         "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
         "FACTRAIL_REARM_TOKENS": "1000",
         "FACTRAIL_READ_TIMEOUT_S": "2",
+        "FACTRAIL_PRICE_PROFILE": "none",  # compact at the soft line unless a test asks
         **env_extra,
     }
     code = f"from app.main import serve; serve('127.0.0.1', {port})"
