@@ -129,6 +129,10 @@ class Settings(BaseSettings):
     line costs nothing extra and runs at once."""
     preserve_recent: int = Field(default=6, ge=0)
     """The newest N messages (and message 0) are never reduced."""
+    keep_tools: StrList = ()
+    """Tools whose results the rails never touch, besides `Skill`, `Task` and `Agent` (whose
+    results are instructions or reports the agent cannot re-derive) and any call reading a
+    saved output back."""
     head_chars: int = Field(default=200, ge=0)
     """Characters of an observation's head that the rails always keep."""
     prepare_share: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -269,6 +273,7 @@ class Settings(BaseSettings):
             headroom_turns=self.headroom_turns,
             price_profile=self.price_profile,
             cache_ttl_s=self.cache_ttl_s,
+            keep_tools=tuple(t for t in self.keep_tools if t),
         )
 
     def known_secrets(self) -> list[str]:

@@ -62,6 +62,7 @@ path runs when it starts.
             "price_profile",
             "cache_ttl_s",
             "preserve_recent",
+            "keep_tools",
             "head_chars",
             "prepare_share",
             "analysis_sessions",

@@ -8,7 +8,7 @@ observation of one moment and keeps its fact lines when reduced.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from factrail.core.model import Message, ToolUse
@@ -274,3 +274,23 @@ def search_paths(text: str, limit: int = 2000) -> list[str]:
     if lines == 0 or hits * 5 < lines * 3:
         return []
     return list(found)[:limit]
+
+
+VERBATIM_TOOLS = frozenset({"Skill", "Task", "Agent"})
+"""Results that carry instructions or prose the agent cannot re-derive: a skill's text and a
+subagent's report."""
+_SAVED_OUTPUT = re.compile(r"factrail[\\/]+outputs[\\/]|/v1/factrail/outputs/")
+"""A call that reads a saved output back (by its file or its route)."""
+
+
+def verbatim_calls(messages: Sequence[Message], extra: Iterable[str] = ()) -> set[str]:
+    """Calls whose results the rails never touch: skill loads, subagent reports, the agent's
+    own retrieval of a saved output (reducing that would point it at yet another saved copy),
+    and the tools named in `extra`."""
+    names = VERBATIM_TOOLS.union(extra)
+    out: set[str] = set()
+    for m in messages:
+        for u in m.tool_uses:
+            if u.tool in names or _SAVED_OUTPUT.search(compact_json(u.input)):
+                out.add(u.tool_use_id)
+    return out

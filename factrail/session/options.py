@@ -33,3 +33,5 @@ class EngineOptions:
     """`anthropic`, `openai`, `none`, or `auto` (by the model's name)."""
     cache_ttl_s: float
     """Past this idle time the provider's cache is cold and a soft-line compaction is free."""
+    keep_tools: tuple[str, ...] = ()
+    """Tools whose results stay verbatim, besides the built-in ones."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
 from factrail.core.model import Action, Message, collect_tool_calls, transcript_tokens
 from factrail.core.pressure import pressure
@@ -257,10 +258,14 @@ class SessionCompactor:
             return True
         price = prices(profile_for(opts.price_profile, turn.model), turn.model)
         calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
+        verbatim = verbatim_calls(turn.work, opts.keep_tools)
         open_ = [
             c
             for c in calls
-            if not c.pinned and c.tool_use_id not in turn.reapplied and c.result_chars > 0
+            if not c.pinned
+            and c.result_chars > 0
+            and c.tool_use_id not in turn.reapplied
+            and c.tool_use_id not in verbatim
         ]
         if not open_:
             return False
@@ -312,8 +317,11 @@ class SessionCompactor:
         result.judge_outcomes = judged.outcomes
         # The rails are CPU-bound and saving outputs is file I/O: off the event loop, so other
         # requests (and streams) keep flowing while a large transcript is compacted.
+        actions = dict(judged.actions)
+        for tool_use_id in verbatim_calls(turn.work, self.options.keep_tools):
+            actions[tool_use_id] = "keep"
         applied, saved = await asyncio.to_thread(
-            self._apply_and_save, turn, judged.actions, self._reduction(turn)
+            self._apply_and_save, turn, actions, self._reduction(turn)
         )
         result.reduced = self._record_plan(turn, applied, saved)
         self._settle(turn)
