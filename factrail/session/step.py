@@ -74,6 +74,10 @@ class TurnResult:
     invalidated_tokens: int = 0
     """Tokens from the first message this compaction changed to the end: what the provider's
     prompt cache re-reads at full price (0 when nothing was compacted)."""
+    frozen_through: int | None = None
+    """The last message (engine index, one per wire message) of the frozen zone: what earlier
+    compactions decided and no compaction short of the danger line will change. A cache
+    breakpoint there lets the next compaction re-read everything before it from cache."""
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
     after_answer: Callable[[], None] | None = None
@@ -207,6 +211,7 @@ class SessionCompactor:
         if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
             return await self._compact(turn, result)
         self._save_state(turn)
+        result.frozen_through = _frozen_through(turn.work, turn.state.settled)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
             result.after_answer = functools.partial(self.analyses.prepare_later, session, turn.work)
@@ -334,6 +339,7 @@ class SessionCompactor:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
             # re-arm gap from here keeps the next turns from trying again at once.
             self._save_state(turn)
+            result.frozen_through = _frozen_through(turn.work, turn.state.settled)
             if turn.reapplied:
                 result.document = turn.doc.emit(turn.work)
             return result
@@ -341,6 +347,7 @@ class SessionCompactor:
         self._save_state(turn)
 
         result.outcome = "compacted"
+        result.frozen_through = _frozen_through(applied.messages, turn.state.settled)
         result.invalidated_tokens = self._invalidated(turn, applied)
         result.document = turn.doc.emit(applied.messages)
         result.tokens_after = after
@@ -445,6 +452,18 @@ class SessionCompactor:
             self.state.save(turn.session, turn.state)
         except Exception:  # losing the state costs cache hits, never this request
             log.warning("could not save a session's state", exc_info=True)
+
+
+def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int | None:
+    """The index of the last message holding a settled call's result, if any."""
+    if not settled:
+        return None
+    ids = set(settled)
+    last = None
+    for i, m in enumerate(messages):
+        if any(r.tool_use_id in ids for r in m.tool_results):
+            last = i
+    return last
 
 
 def _originals(messages: Sequence[Message]) -> dict[str, str]:
