@@ -25,10 +25,16 @@ class MemoryStateStore:
         return None if blob is None else decode_state(blob)
 
     def save(self, session: str, state: SessionState) -> None:
-        """Replace the state of `session`, stamping `updated_ms`."""
-        blob = encode_state(replace(state, updated_ms=int(self._clock() * 1000)))
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
+        (only `update_calibration` writes it, so a turn never undoes one that landed after its
+        load)."""
         with self._lock:
-            self._states[session] = blob
+            stored = self._states.get(session)
+            previous = decode_state(stored) if stored is not None else None
+            calibration = previous.calibration if previous is not None else state.calibration
+            self._states[session] = encode_state(
+                replace(state, calibration=calibration, updated_ms=int(self._clock() * 1000))
+            )
 
     def update_calibration(self, session: str, ratio: float) -> None:
         """Blend a new calibration ratio into the session (creating it if needed)."""

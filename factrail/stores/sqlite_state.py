@@ -85,11 +85,25 @@ class SqliteStateStore:
         return self._run("load", run, None)
 
     def save(self, session: str, state: SessionState) -> None:
-        """Replace the state of `session`, stamping `updated_ms`; errors are logged only."""
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
+        (only `update_calibration` writes it, so a turn never undoes one that landed after its
+        load). Errors are logged only."""
 
         def run(conn: sqlite3.Connection) -> None:
             now = self._now_ms()
-            conn.execute(_UPSERT, (session, now, encode_state(replace(state, updated_ms=now))))
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT state FROM sessions WHERE key = ?", (session,)
+                ).fetchone()
+                previous = decode_state(row[0]) if row is not None else None
+                calibration = state.calibration if previous is None else previous.calibration
+                new = replace(state, calibration=calibration, updated_ms=now)
+                conn.execute(_UPSERT, (session, now, encode_state(new)))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
             if self._saves % self._prune_every == 0:
                 self._prune(conn, now)
             self._saves += 1

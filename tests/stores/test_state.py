@@ -317,3 +317,19 @@ def test_sqlite_tries_a_locked_database_again(
     store.save("t", sample_state())
     assert any("locked" in r.getMessage() for r in caplog.records)
     store.close()
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_a_turn_never_undoes_a_calibration_that_landed_after_its_load(
+    kind: str, tmp_path: Path
+) -> None:
+    store = FACTORIES[kind](tmp_path, Clock())
+    store.save("s", SessionState(plan={}, calibration=1.0))
+    turn = store.load("s")  # a turn starts
+    assert turn is not None
+    store.update_calibration("s", 2.0)  # the previous answer's usage arrives meanwhile
+    turn.compactions = 3
+    store.save("s", turn)  # the turn ends with the calibration it loaded
+    saved = store.load("s")
+    assert saved is not None and saved.compactions == 3
+    assert saved.calibration == pytest.approx(1.3)
