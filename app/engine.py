@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from factrail.core.formats import anthropic, openai_chat, responses
@@ -22,7 +21,6 @@ from factrail.session.keys import Chain
 from factrail.settings import Settings
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.paths import cache_root, data_root
 from factrail.stores.state import StateStore
 
 
@@ -62,23 +60,6 @@ class Engine:
     parsers: Mapping[str, Parser]
     """Parser key → parser: `messages` (chat completions), `input` (Responses), `anthropic`
     (Messages API; the gateway adds the top-level `system` to the system texts)."""
-
-
-def default_state_url(settings: Settings) -> str:
-    """`FACTRAIL_STATE_URL`, else `sqlite:///$XDG_DATA_HOME/factrail/state.db`, else memory."""
-    if settings.state_url:
-        return settings.state_url
-    root = data_root()
-    return "memory://" if root is None else f"sqlite://{root / 'state.db'}"
-
-
-def open_outputs(settings: Settings) -> OutputStore | None:
-    """The saved-output store (`FACTRAIL_OUTPUTS_DIR`, else the XDG cache), or None."""
-    secrets = settings.known_secrets()
-    if settings.outputs_dir:
-        return OutputStore(Path(settings.outputs_dir), secrets)
-    root = cache_root()
-    return None if root is None else OutputStore(root / "outputs", secrets)
 
 
 class TimedJudge:

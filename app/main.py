@@ -11,7 +11,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
-from app.engine import Engine, build_engine, default_state_url, open_outputs
+from app.engine import Engine, build_engine
 from app.logging import configure_logging
 from app.metrics import Metrics
 from app.proxy import Gateway
@@ -23,7 +23,7 @@ from factrail.core import kernels
 from factrail.judges import configured_judge, make_judge
 from factrail.judges.base import JudgeConfigError
 from factrail.settings import Settings
-from factrail.stores import open_state_store
+from factrail.stores import open_state_store, output_store, state_url
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import data_root
@@ -86,8 +86,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
         http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
-        store = state or open_state_store(default_state_url(cfg))
-        saved = outputs or open_outputs(cfg)
+        store = state or open_state_store(state_url(cfg.state_url))
+        saved = outputs or output_store(cfg.outputs_dir, cfg.known_secrets())
         metrics = Metrics()
         try:
             engine = engine_factory(cfg, store, saved, metrics, http)

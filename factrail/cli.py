@@ -231,7 +231,7 @@ async def _compact(args: argparse.Namespace) -> int:
     from factrail.api import compact_transcript
     from factrail.judges import JudgeConfigError
     from factrail.policy.trigger import soft_line
-    from factrail.stores.outputs import default_output_store
+    from factrail.stores import output_store
 
     path: Path = args.file
     if not path.is_file():
@@ -241,7 +241,7 @@ async def _compact(args: argparse.Namespace) -> int:
     settings = _settings(args)
     outputs = None
     if args.save_outputs:
-        outputs = default_output_store(known_secrets=settings.known_secrets())
+        outputs = output_store(settings.outputs_dir, settings.known_secrets())
         if outputs is None:
             raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     started = time.perf_counter()
@@ -288,9 +288,11 @@ def _show_settings(args: argparse.Namespace) -> int:
 
 
 def _outputs(args: argparse.Namespace) -> int:
-    from factrail.stores.outputs import default_output_store
+    from factrail.settings import Settings
+    from factrail.stores import output_store
 
-    store = default_output_store()
+    settings = Settings()
+    store = output_store(settings.outputs_dir, settings.known_secrets())
     if store is None:
         raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     if args.action == "get":

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from factrail.stores.memory_state import MemoryStateStore
-from factrail.stores.paths import cache_root
+from factrail.stores.outputs import OutputStore
+from factrail.stores.paths import cache_root, data_root
 from factrail.stores.sqlite_state import MEMORY, SqliteStateStore
 from factrail.stores.state import StateStore, StoreConfigError
 
-__all__ = ["StoreConfigError", "default_state_url", "open_state_store"]
+__all__ = ["StoreConfigError", "open_state_store", "output_store", "state_url"]
 
 STATE_FILE = "state.db"
 
@@ -44,7 +46,21 @@ def open_state_store(url: str) -> StateStore:
     )
 
 
-def default_state_url(env: Mapping[str, str] | None = None) -> str:
-    """`sqlite:///<cache root>/state.db`, or `memory://` when no cache root is usable."""
-    root = cache_root(env)
+def state_url(configured: str = "", env: Mapping[str, str] | None = None) -> str:
+    """`configured` (`FACTRAIL_STATE_URL`), else `sqlite:///<data root>/state.db`, else
+    `memory://` when no data root is usable."""
+    if configured:
+        return configured
+    root = data_root(env)
     return "memory://" if root is None else f"sqlite://{root / STATE_FILE}"
+
+
+def output_store(
+    directory: str = "", known_secrets: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> OutputStore | None:
+    """The saved-output store under `directory` (`FACTRAIL_OUTPUTS_DIR`), else under
+    `<cache root>/outputs`; None when no cache root is usable."""
+    if directory:
+        return OutputStore(Path(directory), known_secrets)
+    root = cache_root(env)
+    return None if root is None else OutputStore(root / "outputs", known_secrets)

@@ -11,12 +11,12 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from factrail.core.redact import redact
-from factrail.stores.paths import cache_root, ensure_private_dir, sanitise_name
+from factrail.stores.paths import ensure_private_dir, sanitise_name
 
 CAP_BYTES = 8 * 1024 * 1024
 DAY_SECONDS = 24 * 60 * 60
@@ -280,11 +280,3 @@ class OutputStore:
         except OSError:
             pass
         return deleted
-
-
-def default_output_store(
-    env: Mapping[str, str] | None = None, known_secrets: Sequence[str] = ()
-) -> OutputStore | None:
-    """The store under `cache_root(env)/outputs`, or None when no cache root is usable."""
-    root = cache_root(env)
-    return None if root is None else OutputStore(root / "outputs", known_secrets)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from factrail.stores import output_store
 from factrail.stores.outputs import (
     CAP_BYTES,
     DAY_SECONDS,
     OutputStore,
     SavedOutput,
     cap_bytes,
-    default_output_store,
     output_id,
     parse_output_id,
 )
@@ -185,9 +185,11 @@ def test_future_marker_suppresses_expiry(store: OutputStore) -> None:
 
 
 def test_default_store_lives_under_the_cache_root() -> None:
-    store = default_output_store({"XDG_CACHE_HOME": "/c"})
+    store = output_store("", (), {"XDG_CACHE_HOME": "/c"})
     assert store is not None and store.root == Path("/c/factrail/outputs")
-    assert default_output_store({}) is None
+    assert output_store("", (), {}) is None
+    configured = output_store("/o")
+    assert configured is not None and configured.root == Path("/o")
 
 
 def test_saving_the_same_output_again_keeps_the_file_and_refreshes_its_age(

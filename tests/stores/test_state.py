@@ -14,7 +14,7 @@ import pytest
 
 from factrail.core.plan import CallAnswer
 from factrail.core.reapply import PlanEntry, text_hash
-from factrail.stores import default_state_url, open_state_store
+from factrail.stores import open_state_store, state_url
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.sqlite_state import SqliteStateStore
 from factrail.stores.state import (
@@ -288,9 +288,10 @@ def test_open_state_store_names_missing_redis() -> None:
         open_state_store("redis://localhost:6379/0")
 
 
-def test_default_state_url() -> None:
-    assert default_state_url({"XDG_CACHE_HOME": "/c"}) == "sqlite:///c/factrail/state.db"
-    assert default_state_url({}) == "memory://"
+def test_state_url() -> None:
+    assert state_url("memory://", {"XDG_DATA_HOME": "/d"}) == "memory://"
+    assert state_url("", {"XDG_DATA_HOME": "/d"}) == "sqlite:///d/factrail/state.db"
+    assert state_url("", {}) == "memory://"
 
 
 def test_sqlite_tries_a_locked_database_again(
