@@ -1,4 +1,4 @@
-"""The `factrail` command: serve, compact, eval, dataset, outputs, settings.
+"""The `factrail` command: serve, compact, eval, dataset, outputs, inspect, settings.
 
 Every subcommand reads the one settings object (`factrail.settings.Settings`: `FACTRAIL_*` and
 the TOML file); flags given on the command line override it.
@@ -98,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
     exp = osub.add_parser("expire", help="delete saved outputs older than N days")
     exp.add_argument("--days", type=float, default=30.0)
 
+    ins = sub.add_parser("inspect", help="show what a session's last compactions did")
+    ins.add_argument("session", nargs="?", help="the session key (see --list)")
+    ins.add_argument("--header", help="the session named by this X-Factrail-Session value")
+    ins.add_argument("--list", action="store_true", help="list the most recent sessions")
+    ins.add_argument("--json", action="store_true", help="print the report as JSON")
+
     st = sub.add_parser("settings", help="print the effective settings (secrets hidden)")
     st.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
     return p
@@ -170,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _outputs(args)
         if args.command == "settings":
             return _show_settings(args)
+        if args.command == "inspect":
+            return _inspect(args)
     except CliError as err:
         print(f"factrail: {err}", file=sys.stderr)
         return 1
@@ -274,6 +282,30 @@ async def _compact(args: argparse.Namespace) -> int:
     if not args.out:
         sys.stdout.buffer.write(done.data)
     return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from factrail.session.inspect import listing, render, report
+    from factrail.session.keys import header_key
+    from factrail.settings import Settings
+    from factrail.stores import open_state_store, state_url
+
+    store = open_state_store(state_url(Settings().state_url))
+    try:
+        if args.list:
+            sys.stdout.write(listing(store.recent(20)))
+            return 0
+        key = header_key(args.header) if args.header else args.session
+        if not key:
+            raise CliError("name a session (or --header VALUE, or --list)")
+        state = store.load(key)
+        if state is None:
+            raise CliError(f"no session {key!r} in the state store")
+        data = report(key, state)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n" if args.json else render(data))
+        return 0
+    finally:
+        store.close()
 
 
 def _show_settings(args: argparse.Namespace) -> int:

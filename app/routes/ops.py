@@ -1,4 +1,4 @@
-"""Operations routes: health, readiness, metrics and saved outputs."""
+"""Operations routes: health, readiness, metrics, saved outputs and session reports."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from app.errors import openai_error
 from app.metrics import CONTENT_TYPE
 from app.proxy import Gateway
+from factrail.session.inspect import report
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
 
@@ -49,6 +50,45 @@ async def metrics(request: Request) -> Response:
 @router.get("/v1/factrail/outputs/{output_id:path}")
 async def saved_output(request: Request, output_id: str) -> Response:
     """A saved full output as text; needs `FACTRAIL_ADMIN_KEY` as a bearer token when set."""
+    denied = _admin_denied(request)
+    if denied is not None:
+        return denied
+    if parse_output_id(output_id) is None:
+        return openai_error(400, "malformed output id", code="invalid_output_id")
+    outputs: OutputStore | None = request.app.state.outputs
+    text = None if outputs is None else await run_in_threadpool(outputs.get, output_id)
+    if text is None:
+        return openai_error(404, "no saved output with this id", code="output_not_found")
+    return PlainTextResponse(text)
+
+
+@router.get("/v1/factrail/sessions")
+async def recent_sessions(request: Request) -> Response:
+    """The most recently updated sessions (keys only); needs the admin key when set."""
+    denied = _admin_denied(request)
+    if denied is not None:
+        return denied
+    state: StateStore | None = request.app.state.state_store
+    recent = [] if state is None else await run_in_threadpool(state.recent, 50)
+    return JSONResponse({"sessions": [{"session": k, "updated_ms": ms} for k, ms in recent]})
+
+
+@router.get("/v1/factrail/sessions/{session}")
+async def inspect_session(request: Request, session: str) -> Response:
+    """What the session's last compactions did (`factrail inspect --json`); needs the admin
+    key when set."""
+    denied = _admin_denied(request)
+    if denied is not None:
+        return denied
+    state: StateStore | None = request.app.state.state_store
+    loaded = None if state is None else await run_in_threadpool(state.load, session)
+    if loaded is None:
+        return openai_error(404, "no such session", code="session_not_found")
+    return JSONResponse(report(session, loaded))
+
+
+def _admin_denied(request: Request) -> Response | None:
+    """A 401 unless the request carries `FACTRAIL_ADMIN_KEY` as a bearer (when one is set)."""
     gateway: Gateway = request.app.state.gateway
     admin_key = gateway.settings.admin_key.get_secret_value()
     if admin_key and not _bearer_matches(request.headers.get("authorization", ""), admin_key):
@@ -59,13 +99,7 @@ async def saved_output(request: Request, output_id: str) -> Response:
             code="invalid_admin_key",
             headers={"www-authenticate": "Bearer"},
         )
-    if parse_output_id(output_id) is None:
-        return openai_error(400, "malformed output id", code="invalid_output_id")
-    outputs: OutputStore | None = request.app.state.outputs
-    text = None if outputs is None else await run_in_threadpool(outputs.get, output_id)
-    if text is None:
-        return openai_error(404, "no saved output with this id", code="output_not_found")
-    return PlainTextResponse(text)
+    return None
 
 
 def _bearer_matches(header: str, key: str) -> bool:

@@ -2,7 +2,8 @@
 
 Compaction routes: `POST /v1/chat/completions`, `/v1/responses` and (Anthropic) `/v1/messages`.
 Everything else under `/v1/messages/` passes through to the Anthropic upstream and the rest of
-`/v1/` to the OpenAI one, except `GET /v1/factrail/outputs/...` (an operations route). On a small
+`/v1/` to the OpenAI one, except everything under `/v1/factrail` (factrail's own operations
+routes, for every method: never forwarded, so an admin bearer never leaves). On a small
 request FastAPI's routing, dependency solving and exception middlewares cost more than the
 proxying itself, so these requests never enter them; the operations routes stay in FastAPI.
 """
@@ -22,7 +23,8 @@ COMPACTION_ROUTES = {
     "/v1/messages": MESSAGES,
 }
 """Exact path → route, for `POST` (other methods on these paths pass through)."""
-OUTPUTS_PREFIX = "/v1/factrail/outputs/"
+OWN_PREFIX = "/v1/factrail"
+"""factrail's own routes: answered here or 404/405, never forwarded upstream."""
 
 
 def route_for(method: str, path: str) -> Route | None:
@@ -33,7 +35,8 @@ def route_for(method: str, path: str) -> Route | None:
     if method == "POST" and path in COMPACTION_ROUTES:
         return COMPACTION_ROUTES[path]
     under_v1 = path.startswith("/v1/") or path == "/v1"
-    if not under_v1 or (method == "GET" and path.startswith(OUTPUTS_PREFIX)):
+    own = path == OWN_PREFIX or path.startswith(OWN_PREFIX + "/")
+    if not under_v1 or own:
         return None
     if method not in PASSTHROUGH_METHODS:
         raise LookupError(method)

@@ -54,7 +54,7 @@ def session_key(
     """
     explicit = _text(headers.get(SESSION_HEADER))
     if explicit:
-        return _key("h-", explicit)
+        return header_key(explicit)
     previous = _text(body.get("previous_response_id"))
     known = chain(previous) if previous and chain is not None else None
     if known:
@@ -68,6 +68,11 @@ def session_key(
     if previous:
         return _key("r-", previous)
     return _key("s-", *head)
+
+
+def header_key(value: str) -> str:
+    """The session key of requests that send `X-Factrail-Session: value`."""
+    return _key("h-", value.strip())
 
 
 def client_id(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,8 @@ class Saved:
     texts: dict[str, str] = field(default_factory=dict)
     count: int = 0
     redactions: dict[str, int] = field(default_factory=dict)
+    where: dict[str, str] = field(default_factory=dict)
+    """The output id of each saved original (`factrail outputs get ID`)."""
 
 
 class OutputWriter:
@@ -68,6 +70,7 @@ class OutputWriter:
                 log.warning("could not save an output (%s); its note names the call", got)
                 continue
             saved.texts[tool_use_id] = notes[tool_use_id]
+            saved.where[tool_use_id] = got.output_id
             saved.count += 1
             for family, n in got.redactions.items():
                 saved.redactions[family] = saved.redactions.get(family, 0) + n

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
+from factrail.core.marks import mark_lines
 from factrail.core.model import Action, Message, collect_tool_calls, transcript_tokens
 from factrail.core.pressure import pressure
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
@@ -35,7 +36,7 @@ from factrail.session.options import EngineOptions
 from factrail.session.saving import OutputWriter, Saved
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.state import SessionState, StateStore
+from factrail.stores.state import MAX_HISTORY, SessionState, StateStore
 
 log = logging.getLogger("factrail.session")
 
@@ -43,6 +44,8 @@ Outcome = Literal["passthrough", "reapplied", "compacted"]
 REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
+MAX_HISTORY_RESULTS = 200
+"""At most this many reduced results are described per compaction in the session's history."""
 GROWTH_WEIGHT = 0.3
 """How fast the smoothed growth per turn follows a new turn's."""
 
@@ -344,11 +347,15 @@ class SessionCompactor:
                 result.document = turn.doc.emit(turn.work)
             return result
         turn.state.compactions += 1
+        result.invalidated_tokens = self._invalidated(turn, applied)
+        turn.state.history = [
+            *turn.state.history[-(MAX_HISTORY - 1) :],
+            self._history(turn, result, applied, saved, after),
+        ]
         self._save_state(turn)
 
         result.outcome = "compacted"
         result.frozen_through = _frozen_through(applied.messages, turn.state.settled)
-        result.invalidated_tokens = self._invalidated(turn, applied)
         result.document = turn.doc.emit(applied.messages)
         result.tokens_after = after
         result.estimated_sent = sent
@@ -357,6 +364,48 @@ class SessionCompactor:
         result.redactions = saved.redactions
         result.compactions = turn.state.compactions
         return result
+
+    def _history(
+        self, turn: Turn, result: TurnResult, applied: Applied, saved: Saved, after: int
+    ) -> dict[str, Any]:
+        """What `factrail inspect` shows of this compaction: per reduced result its original
+        size, what was kept, the note, where the whole is; and what it cost in cache terms."""
+        originals = _originals(turn.doc.messages)
+        sent = _originals(applied.messages)
+        tools = {u.tool_use_id: u.tool for m in turn.work for u in m.tool_uses}
+        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
+        reduced = []
+        for tool_use_id in [
+            *applied.changed,
+            *(b for b in applied.briefed if b not in applied.changed),
+        ]:
+            text = sent.get(tool_use_id, "")
+            original = originals.get(tool_use_id, "")
+            reduced.append(
+                {
+                    "id": tool_use_id,
+                    "tool": tools.get(tool_use_id, ""),
+                    "original_chars": len(original),
+                    "kept_chars": len(text),
+                    "note": "\n".join(mark_lines(text)),
+                    "whole": saved.where.get(tool_use_id),
+                    "arguments_briefed": tool_use_id in applied.briefed,
+                }
+            )
+        return {
+            "at_ms": int(self._clock() * 1000),
+            "line": turn.line,
+            "judge": result.judge,
+            "reason": result.reason,
+            "trigger": turn.trigger,
+            "tokens_before": turn.tokens,
+            "tokens_after": after,
+            "first_changed_message": first,
+            "invalidated_tokens": result.invalidated_tokens,
+            "saved_tokens_per_turn": max(turn.tokens - after, 0),
+            "results": reduced[:MAX_HISTORY_RESULTS],
+            "results_total": len(reduced),
+        }
 
     def _invalidated(self, turn: Turn, applied: Applied) -> int:
         """Calibrated tokens from the first message the compaction changed to the end."""

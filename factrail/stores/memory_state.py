@@ -46,6 +46,13 @@ class MemoryStateStore:
             state.updated_ms = int(self._clock() * 1000)
             self._states[session] = encode_state(state)
 
+    def recent(self, limit: int) -> list[tuple[str, int]]:
+        """The most recently updated sessions, newest first: `(key, updated_ms)`."""
+        with self._lock:
+            blobs = list(self._states.items())
+        stamped = [(k, s.updated_ms) for k, b in blobs if (s := decode_state(b)) is not None]
+        return sorted(stamped, key=lambda x: (-x[1], x[0]))[: max(limit, 0)]
+
     def ping(self) -> bool:
         """Always reachable."""
         return True

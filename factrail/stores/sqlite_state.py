@@ -134,6 +134,19 @@ class SqliteStateStore:
 
         self._run("update_calibration", run, None)
 
+    def recent(self, limit: int) -> list[tuple[str, int]]:
+        """The most recently updated live sessions, newest first: `(key, updated_ms)`."""
+
+        def run(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+            rows = conn.execute(
+                "SELECT key, updated_ms FROM sessions WHERE updated_ms >= ?"
+                " ORDER BY updated_ms DESC, key LIMIT ?",
+                (self._now_ms() - self.ttl_ms, max(limit, 0)),
+            ).fetchall()
+            return [(str(k), int(u)) for k, u in rows]
+
+        return self._run("recent", run, [])
+
     def ping(self) -> bool:
         """Whether the database answers a query."""
 

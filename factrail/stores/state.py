@@ -19,6 +19,7 @@ from factrail.core.reapply import PlanEntry
 
 MAX_ANSWERS = 20_000
 MAX_SETTLED = 50_000
+MAX_HISTORY = 5
 CALIBRATION_WEIGHT = 0.3
 CALIBRATION_RANGE = (0.25, 4.0)
 ANSWER_FIELDS = ("keepCall", "keepResult")
@@ -41,6 +42,8 @@ class SessionState:
     updated_ms: int = 0
     last_tokens: int | None = None  # calibrated tokens of the last request seen
     growth: float | None = None  # tokens a turn adds, smoothed
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The last compactions, newest last, as `factrail inspect` shows them."""
     settled: list[str] = field(default_factory=list)
     """Calls an earlier compaction already decided (reduced or left as they were): frozen until
     the hard line, so a compaction breaks the prompt cache only from what is newer."""
@@ -52,6 +55,7 @@ class StateStore(Protocol):
     def load(self, session: str) -> SessionState | None: ...
     def save(self, session: str, state: SessionState) -> None: ...
     def update_calibration(self, session: str, ratio: float) -> None: ...
+    def recent(self, limit: int) -> list[tuple[str, int]]: ...
     def ping(self) -> bool: ...
     def close(self) -> None: ...
 
@@ -117,6 +121,7 @@ def encode_state(state: SessionState) -> bytes:
             "last_tokens": state.last_tokens,
             "growth": state.growth,
             "settled": state.settled[-MAX_SETTLED:],
+            "history": state.history[-MAX_HISTORY:],
         }
     )
 
@@ -155,6 +160,9 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         last_tokens=_int_or_none(raw.get("last_tokens")),
         growth=float(raw["growth"]) if _is_number(raw.get("growth")) else None,
         settled=_strings(raw.get("settled")),
+        history=[h for h in raw.get("history") or [] if isinstance(h, dict)][-MAX_HISTORY:]
+        if isinstance(raw.get("history"), list)
+        else [],
     )
 
 

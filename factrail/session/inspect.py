@@ -1,0 +1,78 @@
+"""What the last compactions of a session did, for `factrail inspect` and the admin route."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from factrail.session.keys import SESSION_HEADER
+from factrail.stores.state import SessionState
+
+
+def report(session: str, state: SessionState) -> dict[str, Any]:
+    """The session's compactions (newest last) and its standing figures, as JSON."""
+    return {
+        "session": session,
+        "compactions": state.compactions,
+        "baseline_tokens": state.baseline_tokens,
+        "growth_per_turn": round(state.growth) if state.growth is not None else None,
+        "calibration": state.calibration,
+        "reduced_results": len(state.plan),
+        "frozen_calls": len(state.settled),
+        "tainted": bool(state.taint and state.taint.get("tainted") is True),
+        "updated_ms": state.updated_ms,
+        "history": state.history,
+    }
+
+
+def render(data: Mapping[str, Any], *, results: int = 20) -> str:
+    """`report` as text: one block per compaction, then its reduced results side by side."""
+    lines = [
+        f"session {data['session']}: {data['compactions']} compaction(s),"
+        f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen,"
+        f" growth {data['growth_per_turn'] or '-'} tokens/turn"
+        + (", tainted (judged by the rules or a local judge only)" if data["tainted"] else "")
+    ]
+    for h in data["history"]:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h["at_ms"] / 1000))
+        lines += [
+            "",
+            f"{when} UTC  {h['line']}, judge {h['judge']} ({h['reason']}), trigger"
+            f" {h['trigger']:,}: tokens {h['tokens_before']:,} → {h['tokens_after']:,}",
+            f"  cache: first changed message {h['first_changed_message']},"
+            f" {h['invalidated_tokens']:,} tokens re-billed once,"
+            f" {h['saved_tokens_per_turn']:,} tokens no longer resent each turn",
+            "  result          tool                original →   kept  where the whole is",
+        ]
+        lines += [_row(r) for r in h["results"][:results]]
+        hidden = h["results_total"] - min(results, len(h["results"]))
+        if hidden > 0:
+            lines.append(f"  … {hidden} more (--json shows up to {len(h['results'])})")
+        notes = [r["note"] for r in h["results"][:results] if r["note"]]
+        if notes:
+            lines.append("  notes:")
+            lines += [f"    {n}" for note in notes for n in note.split("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def _row(r: Mapping[str, Any]) -> str:
+    whole = r["whole"] or ("(arguments briefed)" if r["arguments_briefed"] else "not saved")
+    return (
+        f"  {_cut(r['id'], 15):15} {_cut(r['tool'], 18):18} {r['original_chars']:>9,} →"
+        f" {r['kept_chars']:>6,}  {whole}"
+    )
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def listing(sessions: Sequence[tuple[str, int]]) -> str:
+    """Recent sessions, newest first."""
+    rows = [
+        f"{key}  {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(ms / 1000))} UTC"
+        for key, ms in sessions
+    ]
+    hint = f"(a session named by `{SESSION_HEADER}: X` is `factrail inspect --header X`)"
+    return "\n".join([*rows, hint]) + "\n"

@@ -1,0 +1,106 @@
+"""`factrail inspect` and the admin route: what a session's last compactions did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from app.main import create_app, default_engine
+from factrail.cli import main
+from factrail.core.formats import openai_chat
+from factrail.judges.rules import RulesJudge
+from factrail.session import SessionCompactor
+from factrail.session.inspect import render, report
+from factrail.session.keys import header_key
+from factrail.settings import Settings
+from factrail.stores import open_state_store
+from factrail.stores.outputs import OutputStore
+from tests.options import engine_options
+from tests.test_session import chat
+
+
+def compacted_session(state_url: str, outputs: Path) -> None:
+    store = open_state_store(state_url)
+    compactor = SessionCompactor(
+        engine_options(trigger_tokens=6000, trigger_percent=0.0, price_profile="none"),
+        state=store,
+        outputs=OutputStore(outputs),
+        judge=RulesJudge(),
+    )
+    result = asyncio.run(compactor.compact(header_key("run-1"), openai_chat.parse(chat(30))))
+    assert result.outcome == "compacted"
+    compactor.close()
+    store.close()
+
+
+def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite://{tmp_path / 'state.db'}"
+    compacted_session(url, tmp_path / "outputs")
+    store = open_state_store(url)
+    state = store.load(header_key("run-1"))
+    assert state is not None and len(state.history) == 1
+    data = report(header_key("run-1"), state)
+    (h,) = data["history"]
+    assert h["tokens_after"] < h["tokens_before"] and h["invalidated_tokens"] > 0
+    assert h["first_changed_message"] is not None
+    first = h["results"][0]
+    assert first["kept_chars"] < first["original_chars"]
+    assert first["whole"] == f"{header_key('run-1')}/{first['id']}"
+    assert "[factrail omitted" in first["note"]
+    text = render(data)
+    assert "tokens re-billed once" in text and first["whole"] in text
+
+
+def test_factrail_inspect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite://{tmp_path / 'state.db'}"
+    compacted_session(url, tmp_path / "outputs")
+    monkeypatch.setenv("FACTRAIL_STATE_URL", url)
+    assert main(["inspect", "--header", "run-1"]) == 0
+    assert "1 compaction(s)" in capsys.readouterr().out
+    assert main(["inspect", header_key("run-1"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["compactions"] == 1
+    assert main(["inspect", "--list"]) == 0
+    assert header_key("run-1") in capsys.readouterr().out
+    assert main(["inspect", "nope"]) == 1
+
+
+def test_the_admin_route_needs_the_key_and_is_never_forwarded(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'state.db'}"
+    compacted_session(url, tmp_path / "outputs")
+    key = "adm" + "Q" * 20
+    forwarded: list[httpx.Request] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        forwarded.append(request)
+        return httpx.Response(200)
+
+    settings = Settings(state_url=url, admin_key=SecretStr(key))
+    app = create_app(
+        settings,
+        client=httpx.AsyncClient(transport=httpx.MockTransport(upstream)),
+        state=open_state_store(url),
+        engine_factory=default_engine,
+    )
+    session = header_key("run-1")
+    with TestClient(app) as client:
+        assert client.get(f"/v1/factrail/sessions/{session}").status_code == 401
+        auth = {"authorization": f"Bearer {key}"}
+        got = client.get(f"/v1/factrail/sessions/{session}", headers=auth)
+        assert got.status_code == 200 and got.json()["compactions"] == 1
+        listed = client.get("/v1/factrail/sessions", headers=auth).json()["sessions"]
+        assert [s["session"] for s in listed] == [session]
+        assert client.get("/v1/factrail/sessions/nope", headers=auth).status_code == 404
+        for method in ("POST", "DELETE", "HEAD"):
+            client.request(method, "/v1/factrail/sessions", headers=auth)
+            client.request(method, "/v1/factrail/outputs/x/y", headers=auth)
+    assert forwarded == []
