@@ -114,11 +114,6 @@ class Settings(BaseSettings):
     prefix wins)."""
     rearm_tokens: int = 0
     """Re-arm gap after a compaction; 0 means an eighth of T."""
-    headroom_turns: int = Field(default=35, ge=0)
-    """How deep a compaction cuts where that loses no fact: past the re-arm gap under the soft
-    line, the rails go on down to leave room for this many turns of the session's observed
-    growth, by moves that drop no fact token, so compactions (each re-bills the provider's
-    cache from its first change) come rarely."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
     the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×),
@@ -270,7 +265,6 @@ class Settings(BaseSettings):
             outputs_route=outputs_route,
             prepare_share=self.prepare_share,
             analysis_sessions=self.analysis_sessions,
-            headroom_turns=self.headroom_turns,
             price_profile=self.price_profile,
             cache_ttl_s=self.cache_ttl_s,
             keep_tools=tuple(t for t in self.keep_tools if t),

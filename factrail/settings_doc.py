@@ -58,7 +58,6 @@ path runs when it starts.
             "trigger_by_model",
             "context_windows",
             "rearm_tokens",
-            "headroom_turns",
             "price_profile",
             "cache_ttl_s",
             "preserve_recent",

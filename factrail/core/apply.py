@@ -67,12 +67,10 @@ _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
 @dataclass(frozen=True, slots=True)
 class Reduction:
     """Shares of the transcript's estimated tokens to remove: aim for `target`; past `hard`
-    (0 = never) the oldest results give way by last resort; up to `free` (when deeper than
-    `target`), only by moves that lose no fact token."""
+    (0 = never) the oldest results give way by last resort."""
 
     target: float
     hard: float
-    free: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,30 +396,6 @@ def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> t
     return after, max((s.tier for s in slots if not s.final), default=0)
 
 
-def _escalate_free(
-    engine: _Engine, slots: list[_Slot], after: int, need: float, tier: int
-) -> tuple[int, int]:
-    """Past the target, go on toward `need` only by moves that lose no fact token, the largest
-    gain first: characters where no fact is at stake."""
-    heap: list[tuple[int, int, int]] = []  # (-gain, order, tier)
-
-    def push(slot: _Slot) -> None:
-        move = engine.next_move(slot)
-        if move is not None and move[0] == move[2]:  # score == gain: nothing lost
-            heapq.heappush(heap, (-move[2], slot.order, move[1]))
-
-    if after > need:
-        for slot in slots:
-            push(slot)
-    while after > need and heap:
-        gain, order, new = heapq.heappop(heap)
-        slot = slots[order]
-        slot.tier = new
-        after += gain
-        push(slot)
-    return after, max((s.tier for s in slots if not s.final), default=tier)
-
-
 def _pool(
     engine: _Engine,
     slots: list[_Slot],
@@ -556,8 +530,6 @@ def apply(
         )
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
     after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
-    if reduction.free > reduction.target:
-        after, tier = _escalate_free(engine, slots, after, before * (1 - reduction.free), tier)
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}
     if selection.value and selection.pool:
         _pool(engine, slots, texts, messages)

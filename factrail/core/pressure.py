@@ -32,11 +32,10 @@ def pressure(
     *,
     aim: float,
     hard: float,
-    free: float | None = None,
 ) -> Reduction:
     """The `Reduction` that brings a context of `context_tokens` (of which the transcript is
     `transcript_tokens`) down to `aim`, the oldest results giving way further while it is still
-    past `hard`, and on to `free` (a deeper line) only where no fact is lost."""
+    past `hard`."""
     if not (_positive(context_tokens) and _positive(transcript_tokens) and _positive(hard)):
         return Reduction(target=RAIL_FLOOR, hard=RAIL_FLOOR)
     assert context_tokens is not None and transcript_tokens is not None
@@ -48,5 +47,4 @@ def pressure(
     return Reduction(
         target=_clamp(need(aim), TARGET_MIN, TARGET_MAX),
         hard=_clamp(need(hard), 0.0, TARGET_MAX),
-        free=0.0 if free is None else _clamp(need(free), 0.0, TARGET_MAX),
     )

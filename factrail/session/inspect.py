@@ -16,7 +16,6 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
         "session": session,
         "compactions": state.compactions,
         "baseline_tokens": state.baseline_tokens,
-        "growth_per_turn": round(state.growth) if state.growth is not None else None,
         "calibration": state.calibration,
         "reduced_results": len(state.plan),
         "frozen_calls": len(state.settled),
@@ -30,8 +29,7 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
     """`report` as text: one block per compaction, then its reduced results side by side."""
     lines = [
         f"session {data['session']}: {data['compactions']} compaction(s),"
-        f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen,"
-        f" growth {data['growth_per_turn'] or '-'} tokens/turn"
+        f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen"
         + (", tainted (judged by the rules or a local judge only)" if data["tainted"] else "")
     ]
     for h in data["history"]:

@@ -27,8 +27,6 @@ class EngineOptions:
     background while the upstream answers, so the compaction turn has less to do (0: never)."""
     analysis_sessions: int
     """How many sessions' analyses are kept in memory (least recently used go first)."""
-    headroom_turns: int
-    """A compaction aims low enough to leave room for this many turns of observed growth."""
     price_profile: str
     """`anthropic`, `openai`, `none`, or `auto` (by the model's name)."""
     cache_ttl_s: float

@@ -46,8 +46,6 @@ REDUCIBLE_SHARE = 0.8
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
 """At most this many reduced results are described per compaction in the session's history."""
-GROWTH_WEIGHT = 0.3
-"""How fast the smoothed growth per turn follows a new turn's."""
 
 
 @dataclass(slots=True)
@@ -208,7 +206,6 @@ class SessionCompactor:
         tainted_now = self._fence(turn)
         result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
         idle = self._idle_s(turn.state)
-        self._observe_growth(turn.state, turn.tokens)
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
@@ -227,27 +224,6 @@ class SessionCompactor:
         if not state.updated_ms:
             return None
         return max(0.0, self._clock() - state.updated_ms / 1000)
-
-    @staticmethod
-    def _observe_growth(state: SessionState, tokens: int) -> None:
-        """Smooth how many tokens a turn adds (a shrinking transcript, e.g. the client's own
-        compaction, says nothing about growth)."""
-        if state.last_tokens is not None and tokens > state.last_tokens:
-            delta = tokens - state.last_tokens
-            state.growth = (
-                delta
-                if state.growth is None
-                else state.growth + GROWTH_WEIGHT * (delta - state.growth)
-            )
-        state.last_tokens = tokens
-
-    def _headroom(self, turn: Turn) -> int:
-        """Calibrated tokens a compaction may leave under the soft line where that loses no
-        fact: room for the configured number of turns of observed growth, never less than the
-        re-arm gap."""
-        gap = self.options.trigger.gap(turn.trigger)
-        growth = turn.state.growth or 0.0
-        return max(gap, math.ceil(growth * self.options.headroom_turns))
 
     def _must(self, turn: Turn) -> bool:
         """Past the danger line (halfway from the trigger to the model's window) a compaction
@@ -279,7 +255,7 @@ class SessionCompactor:
             return False
         first = min(min(c.call_index, c.result_index) for c in open_)
         invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
-        aim = max(soft_line(turn.trigger) - self._headroom(turn), 0.0)
+        aim = max(soft_line(turn.trigger) - self.options.trigger.gap(turn.trigger), 0.0)
         results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
         saved = min(turn.tokens - aim, REDUCIBLE_SHARE * reducible)
@@ -336,7 +312,6 @@ class SessionCompactor:
         sent = self.transcript_tokens(applied.messages) + turn.extra
         after = math.ceil(sent * turn.ratio)
         turn.state.baseline_tokens = after
-        turn.state.last_tokens = after
         turn.state.updated_ms = int(self._clock() * 1000)
         if not applied.changed and not applied.briefed:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
@@ -415,20 +390,12 @@ class SessionCompactor:
         return math.ceil(self.transcript_tokens(applied.messages[first:]) * turn.ratio)
 
     def _reduction(self, turn: Turn) -> Reduction:
-        """Aim the re-arm gap under the soft line, and on down to the headroom (room for many
-        turns before the next compaction) wherever that loses no fact; evict only while past
-        the trigger (all in uncalibrated tokens)."""
+        """Aim the re-arm gap under the soft line, so that a compaction frees room before the
+        next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
-        soft = soft_line(trigger)
         gap = self.options.trigger.gap(turn.trigger) / turn.ratio
-        headroom = self._headroom(turn) / turn.ratio
-        return pressure(
-            turn.estimated,
-            turn.estimated - turn.extra,
-            aim=max(soft - gap, 0.0),
-            hard=trigger,
-            free=max(soft - headroom, 0.0),
-        )
+        aim = max(soft_line(trigger) - gap, 0.0)
+        return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
 
     def _apply_and_save(
         self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction

@@ -40,8 +40,6 @@ class SessionState:
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
-    last_tokens: int | None = None  # calibrated tokens of the last request seen
-    growth: float | None = None  # tokens a turn adds, smoothed
     history: list[dict[str, Any]] = field(default_factory=list)
     """The last compactions, newest last, as `factrail inspect` shows them."""
     settled: list[str] = field(default_factory=list)
@@ -118,8 +116,6 @@ def encode_state(state: SessionState) -> bytes:
             "calibration": state.calibration,
             "answers": answers,
             "updated_ms": state.updated_ms,
-            "last_tokens": state.last_tokens,
-            "growth": state.growth,
             "settled": state.settled[-MAX_SETTLED:],
             "history": state.history[-MAX_HISTORY:],
         }
@@ -157,8 +153,6 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         calibration=float(calibration) if _is_number(calibration) else None,
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
-        last_tokens=_int_or_none(raw.get("last_tokens")),
-        growth=float(raw["growth"]) if _is_number(raw.get("growth")) else None,
         settled=_strings(raw.get("settled")),
         history=[h for h in raw.get("history") or [] if isinstance(h, dict)][-MAX_HISTORY:]
         if isinstance(raw.get("history"), list)
