@@ -47,4 +47,4 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/proxy.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-matrix .mypy_cache .pytest_cache .ruff_cache
