@@ -24,6 +24,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from app.cache_marks import CACHE_MARK, CacheMarks
 from app.engine import Engine
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
@@ -124,6 +125,8 @@ class Gateway:
         """The client's timeouts, for requests built without the client's merging step (which
         would also add its default headers and its cookie jar: a proxy forwards neither)."""
         self.sessions = SessionMemory()
+        self.cache_marks = CacheMarks(bool(getattr(settings, "cache_mark", CACHE_MARK)))
+        """Places the frozen zone's cache breakpoint on Anthropic requests."""
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -224,13 +227,20 @@ class Gateway:
             compactor = self.engine.compactor
             result = await compactor.compact(session, doc, model=model, extra_tokens=extra)
             self.metrics.record_turn(result, time.perf_counter() - started)
-            if result.document is None:
+            document = result.document
+            if route.provider == "anthropic":  # a breakpoint at the end of the frozen zone
+                wire = items if document is None else document
+                marked = self.cache_marks.mark(
+                    session, result.outcome, data, wire, result.frozen_through
+                )
+                document = document if marked is None else marked
+            if document is None:
                 return Prepared(body, result.outcome, session, result)
             sent = result.estimated_sent
             original = compactor.transcript_tokens(doc.messages) + extra
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
             phase = "serialise"
-            data[route.field] = result.document
+            data[route.field] = document
             return Prepared(orjson.dumps(data), result.outcome, session, result, removed)
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
