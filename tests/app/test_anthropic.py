@@ -269,6 +269,12 @@ def test_real_engine_keeps_prose_thinking_and_pairing(
     sent = orjson.loads(route.calls.last.request.content)
     assert len(route.calls.last.request.content) < len(orjson.dumps(snapshot))
     assert sent["system"] == snapshot["system"]
+    results = [
+        b for m in sent["messages"] if isinstance(m["content"], list)
+        for b in m["content"] if b.get("type") == "tool_result"
+    ]  # fmt: skip
+    added = [b.pop("cache_control") for b in results if "cache_control" in b]
+    assert added == [{"type": "ephemeral"}]  # the end of the frozen zone (app/cache_marks.py)
     assert without_results(sent["messages"]) == without_results(snapshot["messages"])
     assert_paired(sent["messages"])
 

@@ -115,6 +115,9 @@ def test_sdk_request_is_compacted_keeping_prose_thinking_and_pairs(stack: Anthro
     assert record["headers"]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     sent = orjson.loads(record["body"])
     assert sent["system"] == SYSTEM
+    results = [b for m in sent["messages"] for b in m["content"] if b["type"] == "tool_result"]
+    added = [b.pop("cache_control") for b in results if "cache_control" in b]
+    assert added == [{"type": "ephemeral"}]  # the end of the frozen zone (app/cache_marks.py)
     assert untouched(sent["messages"]) == untouched(messages)
     assert len(record["body"]) < len(orjson.dumps(messages)) * 0.8
 
