@@ -43,8 +43,6 @@ from app.sessions import RECENT_SESSIONS, Lru
 
 log = logging.getLogger("factrail.cache_marks")
 
-CACHE_MARK = True
-"""Whether the gateway places the marker (the default of a `cache_mark` setting, if one exists)."""
 MAX_MARKS = 4
 CACHEABLE_BLOCKS = frozenset({"text", "image", "document", "tool_use", "tool_result"})
 """Message content blocks that may carry `cache_control` (never `thinking`/`redacted_thinking`)."""
@@ -191,7 +189,7 @@ class CacheMarks:
     """Places the frozen zone's marker, remembering per session (in memory, bounded) where it
     went, so that a compaction turn marks the prefix the provider already holds."""
 
-    def __init__(self, enabled: bool = CACHE_MARK, sessions: int = RECENT_SESSIONS) -> None:
+    def __init__(self, enabled: bool = True, sessions: int = RECENT_SESSIONS) -> None:
         self.enabled = enabled
         self._anchors: Lru[Anchor] = Lru(sessions)
 

@@ -24,7 +24,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.cache_marks import CACHE_MARK, CacheMarks
+from app.cache_marks import CacheMarks
 from app.engine import Engine
 from app.errors import anthropic_error, openai_error
 from app.logging import log_request
@@ -125,7 +125,7 @@ class Gateway:
         """The client's timeouts, for requests built without the client's merging step (which
         would also add its default headers and its cookie jar: a proxy forwards neither)."""
         self.sessions = SessionMemory()
-        self.cache_marks = CacheMarks(bool(getattr(settings, "cache_mark", CACHE_MARK)))
+        self.cache_marks = CacheMarks(settings.cache_mark)
         """Places the frozen zone's cache breakpoint on Anthropic requests."""
 
     def cannot_reach_trigger(self, body: bytes) -> bool:

@@ -119,6 +119,9 @@ class Settings(BaseSettings):
     the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×),
     `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no cache: compact at the
     soft line); `auto` picks by the model's name."""
+    cache_mark: bool = True
+    """On Anthropic requests with a cache breakpoint free (at most four), mark the end of the
+    frozen zone with one `cache_control`, so a compaction re-writes only what it changed."""
     cache_ttl_s: float = Field(default=300.0, gt=0)
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
     line costs nothing extra and runs at once."""

@@ -60,6 +60,7 @@ path runs when it starts.
             "rearm_tokens",
             "price_profile",
             "cache_ttl_s",
+            "cache_mark",
             "preserve_recent",
             "keep_tools",
             "head_chars",

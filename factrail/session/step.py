@@ -242,23 +242,19 @@ class SessionCompactor:
             return True
         price = prices(profile_for(opts.price_profile, turn.model), turn.model)
         calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
-        verbatim = verbatim_calls(turn.work, opts.keep_tools)
+        closed = verbatim_calls(turn.work, opts.keep_tools).union(
+            turn.reapplied, turn.state.settled
+        )
         open_ = [
-            c
-            for c in calls
-            if not c.pinned
-            and c.result_chars > 0
-            and c.tool_use_id not in turn.reapplied
-            and c.tool_use_id not in verbatim
+            c for c in calls if not c.pinned and c.result_chars and c.tool_use_id not in closed
         ]
         if not open_:
             return False
         first = min(min(c.call_index, c.result_index) for c in open_)
         invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
-        aim = max(soft_line(turn.trigger) - self.options.trigger.gap(turn.trigger), 0.0)
         results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
-        saved = min(turn.tokens - aim, REDUCIBLE_SHARE * reducible)
+        saved = REDUCIBLE_SHARE * reducible
         turns = sum(1 for m in turn.work if m.role == "assistant")
         return pays(invalidated, saved, max(turns, 1), price)
 
