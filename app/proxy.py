@@ -223,7 +223,7 @@ class Gateway:
             session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
             phase = "compact"
             started = time.perf_counter()
-            extra = _extra_tokens(data, system)
+            extra = _extra_tokens(data, doc)
             compactor = self.engine.compactor
             result = await compactor.compact(session, doc, model=model, extra_tokens=extra)
             self.metrics.record_turn(result, time.perf_counter() - started)
@@ -348,18 +348,17 @@ def _with_system(doc: Document, system: str) -> Document:
     return doc
 
 
-def _extra_tokens(data: dict[str, Any], system: str) -> int:
-    """Estimated tokens outside the transcript: tool definitions, Responses `instructions` and
-    the top-level system prompt (Anthropic `system`, as `_system_text` read it)."""
-    extra = 0
+def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
+    """Estimated tokens outside the transcript, which the provider counts too: tool
+    definitions, Responses `instructions` and every system text (`system` / `developer`
+    messages of chat and Responses, Anthropic's top-level `system`)."""
+    extra = sum(estimate_tokens(text) for text in doc.system_texts)
     tools = data.get("tools")
     if tools:
         extra += estimate_tokens(orjson.dumps(tools).decode())
     instructions = data.get("instructions")
     if isinstance(instructions, str):
         extra += estimate_tokens(instructions)
-    if system:
-        extra += estimate_tokens(system)
     return extra
 
 

@@ -449,3 +449,48 @@ async def test_preparations_are_observed_done_skipped_or_failed(
     assert heard[0][1] > 0 and heard[1][1] == 0.0
     assert c.analyses.take("done").layouts
     assert not c.analyses.take("failed").layouts
+
+
+def _call(i: int, args: str) -> dict[str, Any]:
+    fn = {"name": "bash", "arguments": args}
+    return {
+        "role": "assistant",
+        "content": f"step {i}",
+        "tool_calls": [{"id": f"call_{i:04d}", "type": "function", "function": fn}],
+    }
+
+
+def _two_runs(tag: str, first_args: str) -> list[dict[str, Any]]:
+    """A run whose first call is `call_0001`, as two runs under one session key would be."""
+    lines = "\n".join(
+        f"{tag} line {j}: value {j * 7919 % 1000} at src/m_{j}.py:{j}" for j in range(80)
+    )
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Same task."},
+        _call(1, first_args),
+        {"role": "tool", "tool_call_id": "call_0001", "content": f"[{tag}]\n{lines}"},
+    ]
+    for i in range(2, 14):
+        msgs += [
+            _call(i, json.dumps({"command": f"pytest -k t{i}"})),
+            {"role": "tool", "tool_call_id": f"call_{i:04d}", "content": f"{tag}{i}\n{lines}"},
+        ]
+    return msgs
+
+
+async def test_a_reused_call_id_never_picks_up_another_runs_briefed_arguments() -> None:
+    """Two runs keyed alike, each with a `call_0001`: the second never forwards the first's
+    briefed arguments, neither on its compaction turn nor on the turns that re-apply it."""
+    c, _ = compactor(6000)
+    edit = json.dumps({"command": "edit 1:1\n" + "x = 1\n" * 400})
+    assert (await c.compact("s", openai_chat.parse(_two_runs("a", edit)))).outcome == "compacted"
+    turn = _two_runs("b", json.dumps({"command": "ls -a"}))
+    outcomes = []
+    for _ in range(4):
+        result = await c.compact("s", openai_chat.parse(turn))
+        outcomes.append(result.outcome)
+        sent = result.document if result.document is not None else turn
+        assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"command": "ls -a"}
+        turn = [*turn, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}]
+    assert "compacted" in outcomes and "reapplied" in outcomes

@@ -414,7 +414,16 @@ class SessionCompactor:
         originals = _originals(turn.doc.messages)
         saved = self.writer.save_outputs(turn.session, applied.changed, originals, applied.messages)
         plan = turn.state.plan
-        fresh = {k: v for k, v in applied.briefed.items() if k not in plan or plan[k].input is None}
+
+        def stored(k: str) -> bool:  # an input already saved for this very original
+            entry = plan.get(k)
+            return (
+                entry is not None
+                and entry.input is not None
+                and entry.original_hash == text_hash(originals.get(k, ""))
+            )
+
+        fresh = {k: v for k, v in applied.briefed.items() if not stored(k)}
         if fresh:
             self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
         self.writer.expire(self._clock())
@@ -450,6 +459,8 @@ class SessionCompactor:
                 continue
             final = saved.texts.get(tool_use_id, sent.get(tool_use_id, original))
             entry = plan.get(tool_use_id)
+            if entry is not None and entry.original_hash != text_hash(original):
+                entry = None  # made for another call under the same id: nothing of it holds
             briefed = applied.briefed.get(tool_use_id, entry.input if entry else None)
             if final == original and briefed is None:
                 plan.pop(tool_use_id, None)
