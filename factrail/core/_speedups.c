@@ -2036,6 +2036,64 @@ sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
     return PyLong_FromDouble(ceil(total - 1e-9));
 }
 
+/* ---- redaction's anchors ------------------------------------------------------------------ */
+
+/* anchors_in(text, anchors) -> the set of `anchors` (a tuple of ASCII strs of at least 2 chars)
+ * that occur in `text`. One pass: a table of the anchors' first two chars, then a compare. */
+static PyObject *
+sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "anchors_in(text, anchors: tuple)");
+        return NULL;
+    }
+    Text t;
+    if (text_init(&t, args[0]) < 0)
+        return NULL;
+    PyObject *anchors = args[1];
+    const Py_ssize_t m = PyTuple_GET_SIZE(anchors);
+    unsigned char pairs[128][16]; /* bit c1 of row c0: some anchor starts with c0 c1 */
+    memset(pairs, 0, sizeof pairs);
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *a = PyTuple_GET_ITEM(anchors, k);
+        if (!PyUnicode_Check(a) || ready(a) < 0 || !PyUnicode_IS_ASCII(a) ||
+            PyUnicode_GET_LENGTH(a) < 2) {
+            PyErr_SetString(PyExc_ValueError, "anchors must be ASCII strs of 2 chars or more");
+            return NULL;
+        }
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
+        pairs[d[0]][d[1] >> 3] |= (unsigned char)(1u << (d[1] & 7));
+    }
+    PyObject *out = PySet_New(NULL);
+    if (out == NULL)
+        return NULL;
+    const int kind = t.kind;
+    const void *data = t.data;
+    for (Py_ssize_t i = 0; i + 1 < t.n && PySet_GET_SIZE(out) < m; i++) {
+        Py_UCS4 c0 = PyUnicode_READ(kind, data, i);
+        if (c0 >= 128)
+            continue;
+        Py_UCS4 c1 = PyUnicode_READ(kind, data, i + 1);
+        if (c1 >= 128 || !(pairs[c0][c1 >> 3] & (1u << (c1 & 7))))
+            continue;
+        for (Py_ssize_t k = 0; k < m; k++) {
+            PyObject *a = PyTuple_GET_ITEM(anchors, k);
+            const Py_ssize_t len = PyUnicode_GET_LENGTH(a);
+            const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
+            if (d[0] != c0 || d[1] != c1 || i + len > t.n)
+                continue;
+            Py_ssize_t j = 2;
+            while (j < len && PyUnicode_READ(kind, data, i + j) == d[j])
+                j++;
+            if (j == len && PySet_Add(out, a) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+        }
+    }
+    return out;
+}
+
 /* ---- the fact-score memo's key (facts.score_key) ------------------------------------------- */
 
 /* fold_digits(text) -> text.translate(_DIGIT_FOLD): every ASCII digit 2-9 as 0 (the text itself
@@ -2098,6 +2156,8 @@ static PyMethodDef methods[] = {
      "is_mark, the lines holding a mark phrase that is_mark accepts are left out."},
     {"unit_spans", sp_unit_spans, METH_O, "facts.unit_spans of a text without mark lines."},
     {"fold_digits", sp_fold_digits, METH_O, "facts.score_key: ASCII digits 2-9 as 0."},
+    {"anchors_in", (PyCFunction)(void (*)(void))sp_anchors_in, METH_FASTCALL,
+     "The anchors (ASCII, 2 chars or more) that occur in a text (redact._anchors_in)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,7 +40,7 @@ Found = Iterator[tuple[int, str]]
 NAMES = (
     "estimate_tokens", "token_scan", "toks", "toks_each", "span_tokens", "first_worths", "cover",
     "token_values", "align_scan", "rank_units", "fact_scores", "error_units", "fact_tokens",
-    "unit_spans", "fold_digits",
+    "unit_spans", "fold_digits", "anchors_in",
 )  # fmt: skip
 """Every kernel, in `_speedups.c` order: the ones that pay on a compaction (docs/performance.md,
 "Native kernels")."""
@@ -120,6 +120,7 @@ class Kernels:
     )
     unit_spans: Callable[[str], list[tuple[int, int, bool]]] | None
     fold_digits: Callable[[str], str] | None
+    anchors_in: Callable[[str, tuple[str, ...]], set[str]] | None
 
     def __init__(self, native: object = None, only: Iterable[str] | None = None) -> None:
         """The kernels of the module `native` (None: none), or only those named in `only`."""

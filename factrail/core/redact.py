@@ -15,6 +15,10 @@ from typing import Any, NamedTuple
 
 from ahocorasick import Automaton
 
+from factrail.core.kernels import active
+
+_K = active()
+
 
 class Redacted(NamedTuple):
     """Redacted text, the number of replacements and their count per label."""
@@ -277,11 +281,13 @@ def _case_anchor_automaton() -> Automaton:
 
 
 _CASE_ANCHORS = _case_anchor_automaton()
-"""The same anchors found in one pass (most outputs hold none)."""
+"""The same anchors found in one pass (most outputs hold none), when the C kernel is absent."""
 
 
 def _anchors_in(text: str) -> set[str]:
     """The case-sensitive families' anchors that occur in `text`."""
+    if (kernel := _K.anchors_in) is not None:
+        return kernel(text, _CASE_ANCHOR_LIST)
     return {anchor for _, anchor in _CASE_ANCHORS.iter(text)}
 
 

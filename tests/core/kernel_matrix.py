@@ -37,9 +37,11 @@ TESTS = (
     "tests/core/test_kernels_pool.py",
     "tests/core/test_kernels_untracked.py",
     "tests/core/test_tokens.py",
+    "tests/core/test_redact.py",
     "tests/core/test_apply_pinned.py",
 )
-"""The kernels against their Python, and the pinned `apply` outcomes on both paths."""
+"""The kernels against their Python (redaction's `anchors_in` in test_redact.py), and the pinned
+`apply` outcomes on both paths."""
 
 
 class Failed(Exception):

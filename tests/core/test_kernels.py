@@ -200,10 +200,10 @@ def test_pure_python_is_forced_by_the_environment() -> None:
 def test_one_kernels_object_switched_by_use(native: ModuleType) -> None:
     """Every engine module reads the one active object; `use` swaps its fields for a block,
     kernel by kernel, and puts them back."""
-    from factrail.core import facts, tokens
+    from factrail.core import facts, redact, tokens
 
     k = kernels.active()
-    assert facts._K is value._K is tokens._K is k
+    assert facts._K is value._K is tokens._K is redact._K is k
     before = k.on()
     with use(Kernels(native).without("toks", "cover")) as inside:
         assert inside is k

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import string
 from collections.abc import Callable
+from types import ModuleType
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factrail.core.kernels import Kernels, use
 from factrail.core.redact import _FAMILIES, FAMILY_LABELS, _anchors_in, redact, redact_value
 
 ALNUM = string.ascii_letters + string.digits
@@ -244,8 +246,36 @@ _ANCHOR_PIECES = st.sampled_from(
 )  # fmt: skip
 
 
+def _anchors_by_substring_search(text: str) -> set[str]:
+    anchors = {a for f in _FAMILIES if f.any_case is None for a in f.anchors}
+    return {a for a in anchors if a in text}
+
+
 @given(st.lists(_ANCHOR_PIECES, max_size=16).map("".join))
 def test_the_one_pass_anchor_scan_finds_what_substring_search_finds(text: str) -> None:
-    """One Aho–Corasick pass finds every anchor that occurs."""
-    anchors = {a for f in _FAMILIES if f.any_case is None for a in f.anchors}
-    assert _anchors_in(text) == {a for a in anchors if a in text}
+    """On the Python path: one Aho–Corasick pass finds every anchor that occurs."""
+    with use(Kernels()):
+        assert _anchors_in(text) == _anchors_by_substring_search(text)
+
+
+@given(st.lists(_ANCHOR_PIECES, max_size=16).map("".join), st.sampled_from(["", "0123456789"]))
+def test_the_anchor_kernel_finds_what_the_python_finds(
+    native: ModuleType, text: str, tail: str
+) -> None:
+    """On the C kernel's path (a two-char table, then a compare): the same anchors as substring
+    search and the Python, so `redact` gives the same text and counts on both paths."""
+    text += tail * 3  # long enough after an anchor for some families to match
+    with use(Kernels(native)):
+        assert _anchors_in(text) == _anchors_by_substring_search(text)
+        native_redacted = redact(text)
+    with use(Kernels()):
+        assert native_redacted == redact(text)
+
+
+def test_the_anchor_kernel_refuses_anchors_it_cannot_scan_for(native: ModuleType) -> None:
+    for bad in (("a",), ("é1",), ("ok", 3)):
+        with pytest.raises((ValueError, TypeError)):
+            native.anchors_in("text", bad)
+    for args in ((b"text", ("ok",)), ("text", ["ok"]), ("text",)):
+        with pytest.raises(TypeError):
+            native.anchors_in(*args)
