@@ -1092,6 +1092,258 @@ fail:
     return NULL;
 }
 
+/* merge_found(found, joined, ends, bare, own, values): `_merged(own, extra, values)` where
+ * extra[j] holds the keys of the (last, key) pairs `found` yields that sit aligned in text j of
+ * `joined` (as align_scan adds them); a text's found keys never become a set of their own, and
+ * no per-text Python loop runs (the step's contained tokens, `value._contained`). Sets are
+ * walked with their iterator (the order `for t in found` sees). */
+
+typedef struct {
+    Py_ssize_t rank;
+    PyObject *key;
+} Ranked;
+
+static int
+by_rank(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const Ranked *)a)->rank, y = ((const Ranked *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* Whether every key of the set `keys` is in the frozenset `tokens`: 1, 0 or -1. */
+static int
+all_in(PyObject *keys, PyObject *tokens)
+{
+    PyObject *it = PyObject_GetIter(keys), *key;
+    if (it == NULL)
+        return -1;
+    int rc = 1;
+    while ((key = PyIter_Next(it)) != NULL) {
+        rc = PySet_Contains(tokens, key);
+        Py_DECREF(key);
+        if (rc <= 0)
+            break;
+    }
+    Py_DECREF(it);
+    if (rc > 0 && PyErr_Occurred())
+        return -1;
+    return rc;
+}
+
+/* frozenset(held) as `_merged` makes it (`held` itself when it is one), untracked when made
+ * here from strs, ints, bools and floats only. */
+static PyObject *
+unit_of(PyObject *held)
+{
+    if (PyFrozenSet_CheckExact(held)) {
+        Py_INCREF(held);
+        return held;
+    }
+    PyObject *it = PyObject_GetIter(held), *item;
+    if (it == NULL)
+        return NULL;
+    int atomic = 1;
+    while (atomic && (item = PyIter_Next(it)) != NULL) {
+        atomic = is_atomic(item);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred())
+        return NULL;
+    return frozen(held, atomic);
+}
+
+/* `unit_tokens` of `_merged` for one unit: `*unit` (a new reference to frozenset(held)) becomes
+ * `unit | set(kept)` when the found keys add a valued one, the kept keys in `*rank`'s order
+ * (the value map's, built on first use). */
+static int
+merge_unit(PyObject **unit, PyObject *found, PyObject *values, PyObject **rank)
+{
+    if (PySet_GET_SIZE(found) == 0)
+        return 0;
+    int rc = all_in(found, *unit);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    Ranked *kept = PyMem_New(Ranked, PySet_GET_SIZE(found));
+    if (kept == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = 0;
+    PyObject *it = NULL, *key, *more = NULL, *grown = NULL;
+    int novel = 0;
+    /* `found` holds a reference to every key: the borrowed pointers in `kept` stay valid. */
+    if ((it = PyObject_GetIter(found)) == NULL)
+        goto fail;
+    while ((key = PyIter_Next(it)) != NULL) {
+        rc = PySequence_Contains(values, key);
+        if (rc > 0) {
+            kept[n].rank = 0;
+            kept[n++].key = key;
+            rc = PySet_Contains(*unit, key);
+            novel = novel || rc == 0;
+        }
+        Py_DECREF(key);
+        if (rc < 0)
+            goto fail;
+    }
+    Py_CLEAR(it);
+    if (PyErr_Occurred())
+        goto fail;
+    if (!novel) {
+        PyMem_Free(kept);
+        return 0;
+    }
+    if (n > 1) {
+        if (*rank == NULL) {
+            PyObject *keys = PyObject_GetIter(values), *t;
+            if (keys == NULL || (*rank = PyDict_New()) == NULL) {
+                Py_XDECREF(keys);
+                goto fail;
+            }
+            for (Py_ssize_t r = 0; (t = PyIter_Next(keys)) != NULL; r++) {
+                PyObject *at = PyLong_FromSsize_t(r);
+                rc = at == NULL ? -1 : PyDict_SetItem(*rank, t, at);
+                Py_XDECREF(at);
+                Py_DECREF(t);
+                if (rc < 0)
+                    break;
+            }
+            Py_DECREF(keys);
+            if (PyErr_Occurred())
+                goto fail;
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *at = PyDict_GetItemWithError(*rank, kept[k].key);
+            if (at == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetObject(PyExc_KeyError, kept[k].key);
+                goto fail;
+            }
+            kept[k].rank = PyLong_AsSsize_t(at);
+            if (kept[k].rank == -1 && PyErr_Occurred())
+                goto fail;
+        }
+        qsort(kept, (size_t)n, sizeof(Ranked), by_rank);
+    }
+    more = PySet_New(NULL);
+    if (more == NULL)
+        goto fail;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PySet_Add(more, kept[k].key) < 0)
+            goto fail;
+    grown = PyNumber_InPlaceOr(*unit, more);
+    if (grown == NULL)
+        goto fail;
+    /* An untracked unit was made of atomic items (here or by `frozen`), and keys are strs. */
+    if (!PyObject_GC_IsTracked(*unit) && PyFrozenSet_CheckExact(grown) &&
+        PyObject_GC_IsTracked(grown))
+        PyObject_GC_UnTrack(grown);
+    Py_SETREF(*unit, grown);
+    Py_DECREF(more);
+    PyMem_Free(kept);
+    return 0;
+fail:
+    Py_XDECREF(it);
+    Py_XDECREF(more);
+    PyMem_Free(kept);
+    return -1;
+}
+
+static PyObject *
+sp_merge_found(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "merge_found(found, joined, ends, bare, own, values)");
+        return NULL;
+    }
+    PyObject *ends = args[2], *bare = args[3], *values = args[5];
+    Text s;
+    if (text_init(&s, args[1]) < 0)
+        return NULL;
+    if (!PyList_Check(ends) || !PyAnySet_Check(bare)) {
+        PyErr_SetString(PyExc_TypeError, "ends must be a list, bare a set");
+        return NULL;
+    }
+    PyObject *own = PySequence_Fast(args[4], "own must be a sequence");
+    if (own == NULL)
+        return NULL;
+    const Py_ssize_t n = s.n, texts = PySequence_Fast_GET_SIZE(own);
+    const int any_bare = PySet_GET_SIZE(bare) > 0;
+    PyObject *it = NULL, *pair = NULL, *found = NULL, *rank = NULL, *out = NULL;
+    if (PyList_GET_SIZE(ends) != texts) {
+        PyErr_SetString(PyExc_ValueError, "one end per text");
+        goto fail;
+    }
+    if ((it = PyObject_GetIter(args[0])) == NULL || (found = PySet_New(NULL)) == NULL ||
+        (out = PyList_New(texts)) == NULL)
+        goto fail;
+    Py_ssize_t last = -1;
+    PyObject *key = NULL;
+    for (Py_ssize_t j = 0; j < texts; j++) {
+        Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(ends, j));
+        if ((limit == -1 && PyErr_Occurred()) || PySet_Clear(found) < 0)
+            goto fail;
+        for (;;) {
+            if (pair == NULL) {
+                if ((pair = PyIter_Next(it)) == NULL) {
+                    if (PyErr_Occurred())
+                        goto fail;
+                    break;
+                }
+                if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+                    !PyUnicode_Check(PyTuple_GET_ITEM(pair, 1))) {
+                    PyErr_SetString(PyExc_TypeError, "found yields (last, key) pairs");
+                    goto fail;
+                }
+                last = PyLong_AsSsize_t(PyTuple_GET_ITEM(pair, 0));
+                key = PyTuple_GET_ITEM(pair, 1);
+                if (last == -1 && PyErr_Occurred())
+                    goto fail;
+                if (last >= n || last - PyUnicode_GET_LENGTH(key) + 1 < 0) {
+                    PyErr_SetString(PyExc_IndexError, "string index out of range");
+                    goto fail;
+                }
+            }
+            if (last >= limit)
+                break;
+            int rc = PySet_Contains(found, key);
+            if (rc == 0 && any_bare)
+                rc = PySet_Contains(bare, key);
+            if (rc < 0)
+                goto fail;
+            if (rc == 0) {
+                if (aligned(&s, last - PyUnicode_GET_LENGTH(key) + 1, last) &&
+                    PySet_Add(found, key) < 0)
+                    goto fail;
+            }
+            Py_CLEAR(pair);
+        }
+        PyObject *unit = unit_of(PySequence_Fast_GET_ITEM(own, j));
+        if (unit == NULL)
+            goto fail;
+        if (merge_unit(&unit, found, values, &rank) < 0) {
+            Py_DECREF(unit);
+            goto fail;
+        }
+        PyList_SET_ITEM(out, j, unit);
+    }
+    if (pair != NULL) {
+        PyErr_SetString(PyExc_IndexError, "list index out of range");
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(pair);
+    Py_XDECREF(it);
+    Py_XDECREF(found);
+    Py_XDECREF(rank);
+    Py_DECREF(own);
+    return out;
+}
+
 /* ---- a middle's fact ranking (value._ranked) ------------------------------------------ */
 
 typedef struct {
@@ -1196,6 +1448,51 @@ done:
     Py_XDECREF(least);
     Py_XDECREF(scores);
     Py_DECREF(units);
+    return out;
+}
+
+/* ---- a key automaton's words (KeyScanner.__init__) ------------------------------------ */
+
+/* add_keys(keys, add_word) -> (bare, joinable): add_word(k, k) for every non-empty key, the
+ * keys without an alphanumeric char (in order), and whether no key holds a NUL. */
+static PyObject *
+sp_add_keys(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "add_keys(keys, add_word)");
+        return NULL;
+    }
+    PyObject *it = PyObject_GetIter(args[0]), *key = NULL, *bare = NULL, *out = NULL;
+    if (it == NULL || (bare = PySet_New(NULL)) == NULL)
+        goto done;
+    int joinable = 1;
+    while ((key = PyIter_Next(it)) != NULL) {
+        Text s;
+        if (text_init(&s, key) < 0)
+            goto done;
+        if (s.n > 0) {
+            PyObject *call[2] = {key, key};
+            PyObject *rc = PyObject_Vectorcall(args[1], call, 2, NULL);
+            if (rc == NULL)
+                goto done;
+            Py_DECREF(rc);
+            int alnum = 0;
+            for (Py_ssize_t k = 0; k < s.n; k++) {
+                Py_UCS4 c = PyUnicode_READ(s.kind, s.data, k);
+                joinable = joinable && c != 0;
+                alnum = alnum || Py_UNICODE_ISALNUM(c);
+            }
+            if (!alnum && PySet_Add(bare, key) < 0)
+                goto done;
+        }
+        Py_CLEAR(key);
+    }
+    if (!PyErr_Occurred())
+        out = Py_BuildValue("(OO)", bare, joinable ? Py_True : Py_False);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(bare);
+    Py_XDECREF(it);
     return out;
 }
 
@@ -2146,8 +2443,12 @@ static PyMethodDef methods[] = {
      "The loop of value.token_values."},
     {"align_scan", (PyCFunction)(void (*)(void))sp_align_scan, METH_FASTCALL,
      "The alignment loop of value.KeyScanner._scan."},
+    {"merge_found", (PyCFunction)(void (*)(void))sp_merge_found, METH_FASTCALL,
+     "value._merged(own, found_each(texts), values) in one pass (KeyScanner.merged)."},
     {"rank_units", (PyCFunction)(void (*)(void))sp_rank_units, METH_FASTCALL,
      "value._ranked(units, scores)."},
+    {"add_keys", (PyCFunction)(void (*)(void))sp_add_keys, METH_FASTCALL,
+     "The key loop of value.KeyScanner.__init__."},
     {"fact_scores", sp_fact_scores, METH_O, "fact_score of every unit."},
     {"error_units", (PyCFunction)(void (*)(void))sp_error_units, METH_FASTCALL,
      "value._error_units(units) given _ERROR_PIECE.search."},

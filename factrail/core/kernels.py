@@ -39,8 +39,8 @@ Found = Iterator[tuple[int, str]]
 
 NAMES = (
     "estimate_tokens", "token_scan", "toks", "toks_each", "span_tokens", "first_worths", "cover",
-    "token_values", "align_scan", "rank_units", "fact_scores", "error_units", "fact_tokens",
-    "unit_spans", "fold_digits", "anchors_in",
+    "token_values", "align_scan", "merge_found", "rank_units", "add_keys", "fact_scores",
+    "error_units", "fact_tokens", "unit_spans", "fold_digits", "anchors_in",
 )  # fmt: skip
 """Every kernel, in `_speedups.c` order: the ones that pay on a compaction (docs/performance.md,
 "Native kernels")."""
@@ -109,10 +109,25 @@ class Kernels:
         | None
     )
     align_scan: Callable[[Found, str, list[int], list[set[str]], AbstractSet[str]], None] | None
+    merge_found: (
+        Callable[
+            [
+                Found,
+                str,
+                list[int],
+                AbstractSet[str],
+                Sequence[AbstractSet[str]],
+                Mapping[str, float],
+            ],
+            list[AbstractSet[str]],
+        ]
+        | None
+    )
     rank_units: (
         Callable[[Sequence[str], Sequence[int]], tuple[list[tuple[str, int]], list[int]] | None]
         | None
     )
+    add_keys: Callable[[Iterable[str], Callable[[str, str], object]], tuple[set[str], bool]] | None
     fact_scores: Callable[[Sequence[str]], list[int]] | None
     error_units: Callable[[Sequence[str], Callable[[str], object]], list[int]] | None
     fact_tokens: (

@@ -555,15 +555,18 @@ class KeyScanner:
         auto = Automaton()
         self._bare: set[str]
         """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
-        self._bare = set()
-        joinable = True
-        for k in keys:
-            if not k:
-                continue
-            auto.add_word(k, k)
-            joinable = joinable and _SEP not in k
-            if _ALNUM.search(k) is None:
-                self._bare.add(k)
+        if (kernel := _K.add_keys) is not None:
+            self._bare, joinable = kernel(keys, auto.add_word)
+        else:
+            self._bare = set()
+            joinable = True
+            for k in keys:
+                if not k:
+                    continue
+                auto.add_word(k, k)
+                joinable = joinable and _SEP not in k
+                if _ALNUM.search(k) is None:
+                    self._bare.add(k)
         self._auto: Automaton | None = None
         if len(auto):
             auto.make_automaton()
@@ -591,8 +594,14 @@ class KeyScanner:
     def merged(
         self, texts: Sequence[str], own: Sequence[AbstractSet[str]], values: Mapping[str, float]
     ) -> list[AbstractSet[str]]:
-        """`own` with the valued keys aligned in each text merged in (`_merged`)."""
-        return _merged(own, self.found_each(texts), values)
+        """`own` with the valued keys aligned in each text merged in (`_merged`); the C kernel
+        scans and merges in one pass, so a text's found keys never become a set of their own."""
+        auto = self._auto
+        kernel = _K.merge_found
+        if kernel is None or auto is None or not self._joinable or not texts:
+            return _merged(own, self.found_each(texts), values)
+        joined = _SEP.join(texts)
+        return kernel(auto.iter(joined), joined, _ends(texts), self._bare, own, values)
 
     def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`

@@ -1,6 +1,7 @@
 """The C kernels of pooling and of preparing a middle equal their Python definitions bit for bit:
-the aligned-key scan (`align_scan`) under `KeyScanner.merged` (aligned keys merged into each
-unit's tokens, in the same set order) and `pool` as a whole, `_ranked`, and `_error_units` (the
+the aligned-key scan (`align_scan`) and the scan-and-merge (`merge_found`) under
+`KeyScanner.merged` (aligned keys merged into each unit's tokens, in the same set order), a
+scanner's keys (`add_keys`) and `pool` as a whole, `_ranked`, and `_error_units` (the
 regex decides non-ASCII units)."""
 
 from __future__ import annotations
@@ -95,6 +96,21 @@ def test_merged(
     assert [g is h for g, h in zip(got, own, strict=True)] == [
         p is h for p, h in zip(py, own, strict=True)
     ]
+    # align_scan alone (merge_found off) merges the same
+    with use(Kernels(native).without("merge_found")):
+        assert _exact(scanner.merged(units, own, values)) == _exact(got)
+
+
+@FEW
+@given(st.lists(st.sampled_from((*_KEYS, "", "a\x00b", "\x00", " ", "é")), max_size=12))
+def test_scanner_keys(native: ModuleType, keys: list[str]) -> None:
+    def built() -> tuple[list[str], bool, list[tuple[int, str]]]:
+        scanner = KeyScanner(iter(keys))
+        auto = scanner._auto
+        found = list(auto.iter(" ".join(keys))) if auto is not None else []
+        return sorted(scanner._bare), scanner._joinable, found
+
+    _same(native, built)
 
 
 @FEW
@@ -177,6 +193,10 @@ def test_bad_types_raise_type_error(native: ModuleType) -> None:
         lambda: native.align_scan(iter([]), "x", (1,), [set()], set()),
         lambda: native.align_scan(iter([]), b"x", [1], [set()], set()),
         lambda: native.rank_units(["a"], ["1"]),
+        lambda: native.merge_found(iter([(0, 1)]), "x", [1], set(), [frozenset()], {}),
+        lambda: native.merge_found(iter([]), "x", (1,), set(), [frozenset()], {}),
+        lambda: native.merge_found(iter([]), b"x", [1], set(), [frozenset()], {}),
+        lambda: native.add_keys(["a", 1], lambda k, v: None),
     ]
     for call in calls:
         with pytest.raises(TypeError):
