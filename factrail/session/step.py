@@ -41,6 +41,9 @@ from factrail.stores.state import MAX_HISTORY, SessionState, StateStore
 log = logging.getLogger("factrail.session")
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
+TOUCH_S = 15.0
+"""A turn that changes nothing saves the session only to say it was seen (its cache is warm),
+and only when the last save is older than this: at most this much early on a cold cache."""
 REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
@@ -210,7 +213,8 @@ class SessionCompactor:
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
             return await self._compact(turn, result)
-        self._save_state(turn)
+        if tainted_now or idle is None or idle > TOUCH_S:
+            self._save_state(turn)  # the taint, or when the session was last seen
         result.frozen_through = _frozen_through(turn.work, turn.state.settled)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
