@@ -31,7 +31,13 @@ from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
 from app.sessions import SessionMemory
-from app.upstream import request_headers, response_headers, set_cookies, upstream_url
+from app.upstream import (
+    has_dot_segment,
+    request_headers,
+    response_headers,
+    set_cookies,
+    upstream_url,
+)
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
@@ -180,6 +186,11 @@ class Gateway:
     ) -> tuple[Answer, str, TurnResult | None]:
         """The response, the outcome and the compaction result of one request; never raises."""
         try:
+            raw = request.scope.get("raw_path")
+            if has_dot_segment(
+                raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+            ):
+                raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
             body = await self._read_body(request)
             prepared = await self._prepare(route, body, request.headers)
             response = await self._forward(request, route, prepared, start)
@@ -257,7 +268,7 @@ class Gateway:
         upstream_request = httpx.Request(
             scope["method"],
             url,
-            headers=request_headers(scope["headers"]),
+            headers=request_headers(scope["headers"], anthropic=route.provider == "anthropic"),
             content=prepared.body,
             extensions=self.extensions,
         )

@@ -24,6 +24,8 @@ HOP_BY_HOP = frozenset(
 REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-factrail-session"}
 RAW_REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
 IDENTITY = (b"accept-encoding", b"identity")
+ANTHROPIC_ONLY = (b"x-api-key", b"anthropic-")
+"""Anthropic credentials and options: never sent to the OpenAI upstream."""
 RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 """Bodies are relayed decoded; uvicorn sets its own date and server."""
 
@@ -42,6 +44,13 @@ def make_client(
     )
 
 
+def has_dot_segment(path: str) -> bool:
+    """Whether a raw path holds a `.` or `..` segment, plain or percent-encoded (it could climb
+    out of `/v1` on the upstream host)."""
+    lowered = path.lower().replace("%2e", ".")
+    return any(part in (".", "..") for part in lowered.split("/"))
+
+
 def upstream_url(base: str, path: str, query: bytes) -> str:
     """`base` (ending in `/v1` or not) joined with a client path under `/v1` and raw query."""
     rest = path[len("/v1") :] if path.startswith("/v1/") or path == "/v1" else path
@@ -49,9 +58,12 @@ def upstream_url(base: str, path: str, query: bytes) -> str:
     return f"{url}?{query.decode('latin-1')}" if query else url
 
 
-def request_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def request_headers(
+    headers: Iterable[tuple[bytes, bytes]], *, anthropic: bool = False
+) -> list[tuple[bytes, bytes]]:
     """End-to-end client headers to forward, from raw ASGI headers (hop-by-hop, those named in
-    `Connection`, the length and the client's `accept-encoding` dropped).
+    `Connection`, the length and the client's `accept-encoding` dropped; to an upstream other
+    than Anthropic's, `x-api-key` and `anthropic-*` too, so an Anthropic key never crosses).
 
     The upstream is asked for identity, so streams relay as they come and nothing is decoded.
     """
@@ -63,7 +75,10 @@ def request_headers(headers: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes,
         for part in value.split(b",")
     }
     drop = RAW_REQUEST_DROP | named if named else RAW_REQUEST_DROP
-    return [*((k, v) for k, v in pairs if k not in drop), IDENTITY]
+    kept = [(k, v) for k, v in pairs if k not in drop]
+    if not anthropic:
+        kept = [(k, v) for k, v in kept if not k.startswith(ANTHROPIC_ONLY)]
+    return [*kept, IDENTITY]
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:
