@@ -41,7 +41,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 The client's own `Authorization` and `OpenAI-*` headers (on `/v1/messages*`: `x-api-key`,
 `anthropic-version`, `anthropic-beta`) are forwarded upstream; factrail holds no upstream key of
 its own. `x-api-key` and `anthropic-*` headers never reach the OpenAI upstream, and a path with
-a `.` or `..` segment (plain or percent-encoded) is answered 400 before anything is forwarded. Point Claude Code at factrail with `ANTHROPIC_BASE_URL=http://127.0.0.1:8080`, the
+a `.` or `..` segment (plain or percent-encoded) is answered 400 before anything is forwarded.
+Point Claude Code at factrail with `ANTHROPIC_BASE_URL=http://127.0.0.1:8080`, the
 `anthropic` SDK with `base_url="http://127.0.0.1:8080"`. On `/v1/messages` the gateway's own
 errors use the Anthropic shape `{"type": "error", "error": {"type", "message"}}`: 400
 `invalid_request_error`, 413 `request_too_large`, 502 `api_error`, 504 `timeout_error`.
