@@ -304,10 +304,13 @@ class SessionCompactor:
         actions = dict(judged.actions)
         for tool_use_id in verbatim_calls(turn.work, self.options.keep_tools):
             actions[tool_use_id] = "keep"
+        originals = _originals(turn.doc.messages)
         applied, saved = await asyncio.to_thread(
-            self._apply_and_save, turn, actions, self._reduction(turn)
+            self._apply_and_save, turn, actions, self._reduction(turn), originals
         )
-        result.reduced = self._record_plan(turn, applied, saved)
+        sent_texts = _originals(applied.messages)
+        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
+        result.reduced = self._record_plan(turn, applied, saved, originals, sent_texts)
         self._settle(turn)
         sent = self.transcript_tokens(applied.messages) + turn.extra
         after = math.ceil(sent * turn.ratio)
@@ -322,10 +325,12 @@ class SessionCompactor:
                 result.document = turn.doc.emit(turn.work)
             return result
         turn.state.compactions += 1
-        result.invalidated_tokens = self._invalidated(turn, applied)
+        if first is not None:
+            changed_on = self.transcript_tokens(applied.messages[first:])
+            result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
         turn.state.history = [
             *turn.state.history[-(MAX_HISTORY - 1) :],
-            self._history(turn, result, applied, saved, after),
+            self._history(turn, result, applied, saved, after, (originals, sent_texts, first)),
         ]
         self._save_state(turn)
 
@@ -341,14 +346,19 @@ class SessionCompactor:
         return result
 
     def _history(
-        self, turn: Turn, result: TurnResult, applied: Applied, saved: Saved, after: int
+        self,
+        turn: Turn,
+        result: TurnResult,
+        applied: Applied,
+        saved: Saved,
+        after: int,
+        texts: tuple[Mapping[str, str], Mapping[str, str], int | None],
     ) -> dict[str, Any]:
         """What `factrail inspect` shows of this compaction: per reduced result its original
-        size, what was kept, the note, where the whole is; and what it cost in cache terms."""
-        originals = _originals(turn.doc.messages)
-        sent = _originals(applied.messages)
+        size, what was kept, the note, where the whole is; and what it cost in cache terms.
+        `texts`: the original and sent result texts by id, and the first changed message."""
+        originals, sent, first = texts
         tools = {u.tool_use_id: u.tool for m in turn.work for u in m.tool_uses}
-        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
         reduced = []
         for tool_use_id in [
             *applied.changed,
@@ -382,13 +392,6 @@ class SessionCompactor:
             "results_total": len(reduced),
         }
 
-    def _invalidated(self, turn: Turn, applied: Applied) -> int:
-        """Calibrated tokens from the first message the compaction changed to the end."""
-        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
-        if first is None:
-            return 0
-        return math.ceil(self.transcript_tokens(applied.messages[first:]) * turn.ratio)
-
     def _reduction(self, turn: Turn) -> Reduction:
         """Aim the re-arm gap under the soft line, so that a compaction frees room before the
         next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
@@ -398,7 +401,11 @@ class SessionCompactor:
         return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
 
     def _apply_and_save(
-        self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction
+        self,
+        turn: Turn,
+        actions: Mapping[str, Action],
+        reduction: Reduction,
+        originals: Mapping[str, str],
     ) -> tuple[Applied, Saved]:
         """Apply the rails, then save every newly reduced original (and briefed argument)."""
         analysis = self.analyses.take(turn.session)
@@ -415,19 +422,13 @@ class SessionCompactor:
         self.analyses.keep(turn.session, analysis)
         if self.writer is None:
             return applied, Saved()
-        originals = _originals(turn.doc.messages)
         saved = self.writer.save_outputs(turn.session, applied.changed, originals, applied.messages)
         plan = turn.state.plan
-
-        def stored(k: str) -> bool:  # an input already saved for this very original
-            entry = plan.get(k)
-            return (
-                entry is not None
-                and entry.input is not None
-                and entry.original_hash == text_hash(originals.get(k, ""))
-            )
-
-        fresh = {k: v for k, v in applied.briefed.items() if not stored(k)}
+        fresh = {
+            k: v
+            for k, v in applied.briefed.items()
+            if (entry := _entry_for(plan, k, originals.get(k, ""))) is None or entry.input is None
+        }
         if fresh:
             self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
         self.writer.expire(self._clock())
@@ -450,21 +451,24 @@ class SessionCompactor:
         kept = [i for i in turn.state.settled if i in present]
         turn.state.settled = kept + sorted(present.difference(kept))
 
-    def _record_plan(self, turn: Turn, applied: Applied, saved: Saved) -> int:
+    def _record_plan(
+        self,
+        turn: Turn,
+        applied: Applied,
+        saved: Saved,
+        originals: Mapping[str, str],
+        sent: Mapping[str, str],
+    ) -> int:
         """Store how each result (and each briefed call) was reduced, for the next turns to
         re-apply byte for byte; how many results were reduced."""
         plan = turn.state.plan
-        originals = _originals(turn.doc.messages)
-        sent = _originals(applied.messages)
         reduced = 0
         for tool_use_id in {*applied.changed, *applied.briefed}:
             original = originals.get(tool_use_id)
             if original is None:
                 continue
             final = saved.texts.get(tool_use_id, sent.get(tool_use_id, original))
-            entry = plan.get(tool_use_id)
-            if entry is not None and entry.original_hash != text_hash(original):
-                entry = None  # made for another call under the same id: nothing of it holds
+            entry = _entry_for(plan, tool_use_id, original)
             briefed = applied.briefed.get(tool_use_id, entry.input if entry else None)
             if final == original and briefed is None:
                 plan.pop(tool_use_id, None)
@@ -491,6 +495,13 @@ def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int 
         if any(r.tool_use_id in ids for r in m.tool_results):
             last = i
     return last
+
+
+def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -> PlanEntry | None:
+    """The plan's entry for this very original (one made for another call under the same id
+    lends nothing: not its reduction, not its briefed arguments)."""
+    entry = plan.get(tool_use_id)
+    return entry if entry is not None and entry.original_hash == text_hash(original) else None
 
 
 def _originals(messages: Sequence[Message]) -> dict[str, str]:
