@@ -186,10 +186,7 @@ class Gateway:
     ) -> tuple[Answer, str, TurnResult | None]:
         """The response, the outcome and the compaction result of one request; never raises."""
         try:
-            raw = request.scope.get("raw_path")
-            if has_dot_segment(
-                raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
-            ):
+            if has_dot_segment(_raw_path(request.scope)):
                 raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
             body = await self._read_body(request)
             prepared = await self._prepare(route, body, request.headers)
@@ -262,9 +259,7 @@ class Gateway:
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Answer:
         scope = request.scope
-        raw = scope.get("raw_path")  # as sent: `%2F` in an id must not become a path separator
-        path = raw.decode("latin-1") if isinstance(raw, bytes) else scope["path"]
-        url = upstream_url(self.bases[route.provider], path, scope["query_string"])
+        url = upstream_url(self.bases[route.provider], _raw_path(scope), scope["query_string"])
         upstream_request = httpx.Request(
             scope["method"],
             url,
@@ -345,6 +340,12 @@ def _load_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise RequestRejected(400, "the request body must be a JSON object", "invalid_body")
     return data
+
+
+def _raw_path(scope: Scope) -> str:
+    """The path as the client sent it: `%2F` in an id must not become a path separator."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) else str(scope["path"])
 
 
 def _system_text(data: dict[str, Any], route: Route) -> str:
