@@ -117,7 +117,8 @@ def _uses_by_turn(all_facts: Iterable[Fact]) -> dict[int, list[Fact]]:
     return uses
 
 
-def _shared_prefix(previous: Sequence[Message], current: Sequence[Message]) -> int:
+def shared_prefix(previous: Sequence[object], current: Sequence[object]) -> int:
+    """How many leading items two requests share (what a provider's prompt cache re-reads)."""
     n = 0
     for a, b in zip(previous, current, strict=False):
         if a != b:
@@ -147,7 +148,7 @@ class _Run:
         row = self.row
         sizes = [self.meter.message(m) for m in sent]
         tokens = sum(sizes)
-        shared = _shared_prefix(self.previous, sent)
+        shared = shared_prefix(self.previous, sent)
         cached = sum(sizes[:shared])
         if self.previous and shared < len(self.previous):
             row.compactions += 1

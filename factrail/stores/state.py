@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 import orjson
 
 from factrail.core.plan import CallAnswer
 from factrail.core.reapply import PlanEntry
 
+T = TypeVar("T")
 MAX_ANSWERS = 20_000
 MAX_SETTLED = 50_000
 MAX_HISTORY = 5
@@ -153,10 +154,8 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         calibration=float(calibration) if _is_number(calibration) else None,
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
-        settled=_strings(raw.get("settled")),
-        history=[h for h in raw.get("history") or [] if isinstance(h, dict)][-MAX_HISTORY:]
-        if isinstance(raw.get("history"), list)
-        else [],
+        settled=_of_type(raw.get("settled"), str, MAX_SETTLED),
+        history=_of_type(raw.get("history"), dict, MAX_HISTORY),
     )
 
 
@@ -188,10 +187,11 @@ def _trim_answers(answers: dict[str, dict[str, float]]) -> None:
             del answers[key]
 
 
-def _strings(value: Any) -> list[str]:
+def _of_type(value: Any, kind: type[T], bound: int) -> list[T]:
+    """The last `bound` items of a stored list that are of `kind` (nothing from a non-list)."""
     if not isinstance(value, list):
         return []
-    return [v for v in value if isinstance(v, str)][-MAX_SETTLED:]
+    return [v for v in value if isinstance(v, kind)][-bound:]
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:

@@ -38,6 +38,7 @@ from starlette.routing import Route
 
 from factrail.core.formats.base import join_text
 from factrail.core.tokens import estimate_tokens
+from factrail.eval.sim import shared_prefix
 from tests.integration.fakes import json_response
 
 CONVERSATION_HEADER = "x-replay-conversation"
@@ -99,15 +100,6 @@ def _conversation(key: str) -> Conversation:
     return conv
 
 
-def _shared(previous: list[bytes], current: list[bytes]) -> int:
-    n = 0
-    for a, b in zip(previous, current, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
-
-
 def _diff(previous: list[bytes], current: list[bytes], at: int) -> dict[str, Any]:
     """The first message where `current` leaves `previous` (either may be missing)."""
     return {
@@ -157,7 +149,7 @@ async def chat(request: Request) -> Response:
     raws = [orjson.dumps(m) for m in messages]
     tokens = [message_tokens(m, raw, meter) for m, raw in zip(messages, raws, strict=True)]
     conv = _conversation(key)
-    shared = _shared(conv.messages, raws) if conv.seen else 0
+    shared = shared_prefix(conv.messages, raws) if conv.seen else 0
     prompt, cached = sum(tokens), sum(tokens[:shared])
     record: dict[str, Any] = {
         "conversation": key,
