@@ -32,6 +32,7 @@ from app.metrics import Metrics
 from app.relay import Relay
 from app.sessions import SessionMemory
 from app.upstream import (
+    HeaderRules,
     has_dot_segment,
     request_headers,
     response_headers,
@@ -133,6 +134,9 @@ class Gateway:
         self.sessions = SessionMemory()
         self.cache_marks = CacheMarks(settings.cache_mark)
         """Places the frozen zone's cache breakpoint on Anthropic requests."""
+        admin_key = settings.admin_key.get_secret_value().encode()
+        self.header_rules = HeaderRules(settings.anthropic_authorization, (admin_key,))
+        """Where credentials may go (`Authorization` to Anthropic; the admin key nowhere)."""
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -263,7 +267,11 @@ class Gateway:
         upstream_request = httpx.Request(
             scope["method"],
             url,
-            headers=request_headers(scope["headers"], anthropic=route.provider == "anthropic"),
+            headers=request_headers(
+                scope["headers"],
+                anthropic=route.provider == "anthropic",
+                rules=self.header_rules,
+            ),
             content=prepared.body,
             extensions=self.extensions,
         )

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import hmac
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
 import httpx
 
@@ -26,6 +31,9 @@ RAW_REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
 IDENTITY = (b"accept-encoding", b"identity")
 ANTHROPIC_ONLY = (b"x-api-key", b"anthropic-")
 """Anthropic credentials and options: never sent to the OpenAI upstream."""
+log = logging.getLogger("factrail.proxy")
+AnthropicAuthorization = Literal["drop", "forward", "x-api-key"]
+"""What reaches the Anthropic upstream of a client's `Authorization` (see the setting)."""
 RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 """Bodies are relayed decoded; uvicorn sets its own date and server."""
 
@@ -58,12 +66,25 @@ def upstream_url(base: str, path: str, query: bytes) -> str:
     return f"{url}?{query.decode('latin-1')}" if query else url
 
 
+@dataclass(frozen=True)
+class HeaderRules:
+    """Where credentials may go: what the Anthropic upstream gets of `Authorization`, and
+    secrets of factrail's own (the admin key) that no upstream ever gets, in any header."""
+
+    anthropic_authorization: AnthropicAuthorization = "drop"
+    withheld: tuple[bytes, ...] = ()
+
+
 def request_headers(
-    headers: Iterable[tuple[bytes, bytes]], *, anthropic: bool = False
+    headers: Iterable[tuple[bytes, bytes]],
+    *,
+    anthropic: bool = False,
+    rules: HeaderRules = HeaderRules(),
 ) -> list[tuple[bytes, bytes]]:
     """End-to-end client headers to forward, from raw ASGI headers (hop-by-hop, those named in
     `Connection`, the length and the client's `accept-encoding` dropped; to an upstream other
-    than Anthropic's, `x-api-key` and `anthropic-*` too, so an Anthropic key never crosses).
+    than Anthropic's, `x-api-key` and `anthropic-*` too, so an Anthropic key never crosses; to
+    Anthropic's, `Authorization` as `rules` say; to any, a header carrying a withheld secret).
 
     The upstream is asked for identity, so streams relay as they come and nothing is decoded.
     """
@@ -76,9 +97,47 @@ def request_headers(
     }
     drop = RAW_REQUEST_DROP | named if named else RAW_REQUEST_DROP
     kept = [(k, v) for k, v in pairs if k not in drop]
+    if rules.withheld:
+        kept = [(k, v) for k, v in kept if not _carries(v, rules.withheld)]
     if not anthropic:
-        kept = [(k, v) for k, v in kept if not k.startswith(ANTHROPIC_ONLY)]
-    return [*kept, IDENTITY]
+        return [*(kv for kv in kept if not kv[0].startswith(ANTHROPIC_ONLY)), IDENTITY]
+    return [*_anthropic_authorization(kept, rules.anthropic_authorization), IDENTITY]
+
+
+def _anthropic_authorization(
+    pairs: list[tuple[bytes, bytes]], mode: AnthropicAuthorization
+) -> list[tuple[bytes, bytes]]:
+    """`pairs` bound for Anthropic with `Authorization` dropped, kept, or (`x-api-key`) a bearer
+    token moved to `x-api-key` unless the client sent one (any other scheme is dropped)."""
+    if mode == "forward" or not any(k == b"authorization" for k, _ in pairs):
+        return pairs
+    kept = [(k, v) for k, v in pairs if k != b"authorization"]
+    if mode == "drop":
+        _note_dropped_authorization()
+        return kept
+    if any(k == b"x-api-key" for k, _ in kept):
+        return kept
+    for key, value in pairs:
+        scheme, _, token = value.strip().partition(b" ")
+        if key == b"authorization" and scheme.lower() == b"bearer" and token.strip():
+            return [*kept, (b"x-api-key", token.strip())]
+    return kept
+
+
+def _carries(value: bytes, secrets: tuple[bytes, ...]) -> bool:
+    """Whether a header value is a secret, alone or after a scheme (`Bearer <secret>`)."""
+    token = value.strip().rpartition(b" ")[2]
+    return any(hmac.compare_digest(token, secret) for secret in secrets if secret)
+
+
+@functools.cache
+def _note_dropped_authorization() -> None:
+    """Said once per process: a client in OAuth mode sees Anthropic's 401 and nothing else."""
+    log.warning(
+        "a client's Authorization header was not forwarded to the Anthropic upstream; set "
+        "FACTRAIL_ANTHROPIC_AUTHORIZATION=forward for clients signed in with a token (Claude "
+        "Code's OAuth mode) or x-api-key for bearer API keys"
+    )
 
 
 def response_headers(headers: httpx.Headers) -> dict[str, str]:

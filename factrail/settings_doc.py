@@ -30,6 +30,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         (
             "upstream_url",
             "anthropic_upstream_url",
+            "anthropic_authorization",
             "connect_timeout_s",
             "read_timeout_s",
             "max_connections",
@@ -38,10 +39,14 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "log_level",
         ),
         """\
-The client's own `Authorization` and `OpenAI-*` headers (on `/v1/messages*`: `x-api-key`,
-`anthropic-version`, `anthropic-beta`) are forwarded upstream; factrail holds no upstream key of
-its own. `x-api-key` and `anthropic-*` headers never reach the OpenAI upstream, and a path with
-a `.` or `..` segment (plain or percent-encoded) is answered 400 before anything is forwarded.
+The client's own `Authorization` and `OpenAI-*` headers are forwarded to the OpenAI upstream, and
+on `/v1/messages*` its `x-api-key`, `anthropic-version` and `anthropic-beta` to Anthropic's;
+factrail holds no upstream key of its own. `x-api-key` and `anthropic-*` headers never reach the
+OpenAI upstream, `Authorization` reaches the Anthropic one only as
+`FACTRAIL_ANTHROPIC_AUTHORIZATION` says, no header carrying the admin key is forwarded, and a path
+with a `.` or `..` segment (plain or percent-encoded) is answered 400 before anything is forwarded.
+Everything under `/v1/factrail` (any method, any case, doubled slashes) is factrail's own and never
+forwarded.
 Point Claude Code at factrail with `ANTHROPIC_BASE_URL=http://127.0.0.1:8080`, the
 `anthropic` SDK with `base_url="http://127.0.0.1:8080"`. On `/v1/messages` the gateway's own
 errors use the Anthropic shape `{"type": "error", "error": {"type", "message"}}`: 400

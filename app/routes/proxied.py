@@ -2,13 +2,15 @@
 
 Compaction routes: `POST /v1/chat/completions`, `/v1/responses` and (Anthropic) `/v1/messages`.
 Everything else under `/v1/messages/` passes through to the Anthropic upstream and the rest of
-`/v1/` to the OpenAI one, except everything under `/v1/factrail` (factrail's own operations
-routes, for every method: never forwarded, so an admin bearer never leaves). On a small
-request FastAPI's routing, dependency solving and exception middlewares cost more than the
-proxying itself, so these requests never enter them; the operations routes stay in FastAPI.
+`/v1/` to the OpenAI one, except everything under `/v1/factrail` (factrail's own operations routes,
+for every method and however spelled: never forwarded, so an admin bearer never leaves). On a small
+request FastAPI's routing, dependency solving and exception middlewares cost more than the proxying
+itself, so these requests never enter them; the operations routes stay in FastAPI.
 """
 
 from __future__ import annotations
+
+import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,18 +27,33 @@ COMPACTION_ROUTES = {
 """Exact path → route, for `POST` (other methods on these paths pass through)."""
 OWN_PREFIX = "/v1/factrail"
 """factrail's own routes: answered here or 404/405, never forwarded upstream."""
+_SLASHES = re.compile(r"/{2,}")
+
+
+class Reserved(Exception):
+    """A path under `/v1/factrail` spelled otherwise than the operations routes are (another
+    case, doubled slashes): answered 404 here, never forwarded."""
+
+
+def is_reserved(path: str) -> bool:
+    """Whether a (decoded) path lies under `/v1/factrail`, in any case, slashes collapsed."""
+    folded = _SLASHES.sub("/", path).lower()
+    return folded == OWN_PREFIX or folded.startswith(OWN_PREFIX + "/")
 
 
 def route_for(method: str, path: str) -> Route | None:
     """The proxied route of a request; None outside `/v1` and for the operations routes.
 
-    Raises `LookupError` for a method the pass-through does not accept.
+    Raises `Reserved` for a path under `/v1/factrail` the operations routes would not match as
+    spelled, `LookupError` for a method the pass-through does not accept.
     """
     if method == "POST" and path in COMPACTION_ROUTES:
         return COMPACTION_ROUTES[path]
-    under_v1 = path.startswith("/v1/") or path == "/v1"
-    own = path == OWN_PREFIX or path.startswith(OWN_PREFIX + "/")
-    if not under_v1 or own:
+    if is_reserved(path):
+        if path.startswith(OWN_PREFIX) and "//" not in path:
+            return None
+        raise Reserved(path)
+    if not (path.startswith("/v1/") or path == "/v1"):
         return None
     if method not in PASSTHROUGH_METHODS:
         raise LookupError(method)
@@ -56,6 +73,10 @@ class ProxiedRoutes:
             return
         try:
             route = route_for(scope["method"], scope["path"])
+        except Reserved:
+            answer = openai_error(404, "no such factrail route", code="not_found")
+            await answer(scope, receive, send)
+            return
         except LookupError:
             allow = {"allow": ", ".join(sorted(PASSTHROUGH_METHODS))}
             answer = openai_error(
