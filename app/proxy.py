@@ -9,7 +9,6 @@ session whose calibrated estimate runs above the raw one.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -30,6 +29,7 @@ from app.errors import anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
+from app.request_body import Forward, Reject, classify
 from app.sessions import SessionMemory
 from app.upstream import (
     HeaderRules,
@@ -102,6 +102,8 @@ class Prepared:
     result: TurnResult | None = None
     removed_share: float = 0.0
     """Tokens the compaction step kept out of the body, over the tokens forwarded (estimates)."""
+    decoded: bool = False
+    """The body is the rewritten, decoded form of one sent under a content coding."""
 
 
 class Gateway:
@@ -217,9 +219,15 @@ class Gateway:
 
     async def _prepare(self, route: Route, body: bytes, headers: Headers) -> Prepared:
         """Compact `body` when it may cross the trigger; any internal error fails open."""
-        if route.field is None or self.engine is None or self.cannot_reach_trigger(body):
+        if route.field is None or self.engine is None:
             return Prepared(body)
-        data = _load_object(body)
+        limit, small = self.settings.max_body_bytes, self.cannot_reach_trigger
+        verdict = classify(body, headers, limit=limit, small=small)
+        if isinstance(verdict, Reject):
+            raise RequestRejected(verdict.status, verdict.message, verdict.code)
+        if isinstance(verdict, Forward):
+            return Prepared(body)
+        data = verdict.data
         items, model = data.get(route.field), data.get("model")
         parse = self.engine.parsers.get(route.parser or route.field)
         if not isinstance(items, list) or not isinstance(model, str) or parse is None:
@@ -253,7 +261,8 @@ class Gateway:
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
             phase = "serialise"
             data[route.field] = document
-            return Prepared(orjson.dumps(data), result.outcome, session, result, removed)
+            sent_body = orjson.dumps(data)
+            return Prepared(sent_body, result.outcome, session, result, removed, verdict.decoded)
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
             self.metrics.failures.labels(phase).inc()
@@ -271,6 +280,7 @@ class Gateway:
                 scope["headers"],
                 anthropic=route.provider == "anthropic",
                 rules=self.header_rules,
+                decoded=prepared.decoded,
             ),
             content=prepared.body,
             extensions=self.extensions,
@@ -333,21 +343,6 @@ class Gateway:
             self.engine.compactor.observe_usage(session, usage.prompt, result.estimated_sent)
         except Exception:
             log.warning("usage calibration failed", exc_info=True)
-
-
-def _load_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or a 400 rejection."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        try:  # integers past 64 bits, NaN: valid for Python's json, not orjson
-            data = json.loads(body)
-        except ValueError:
-            message = "the request body is not valid JSON"
-            raise RequestRejected(400, message, "invalid_json") from None
-    if not isinstance(data, dict):
-        raise RequestRejected(400, "the request body must be a JSON object", "invalid_body")
-    return data
 
 
 def _raw_path(scope: Scope) -> str:

@@ -80,11 +80,13 @@ def request_headers(
     *,
     anthropic: bool = False,
     rules: HeaderRules = HeaderRules(),
+    decoded: bool = False,
 ) -> list[tuple[bytes, bytes]]:
     """End-to-end client headers to forward, from raw ASGI headers (hop-by-hop, those named in
     `Connection`, the length and the client's `accept-encoding` dropped; to an upstream other
     than Anthropic's, `x-api-key` and `anthropic-*` too, so an Anthropic key never crosses; to
     Anthropic's, `Authorization` as `rules` say; to any, a header carrying a withheld secret).
+    `decoded`: the body is the decoded form of one sent under `Content-Encoding`, dropped too.
 
     The upstream is asked for identity, so streams relay as they come and nothing is decoded.
     """
@@ -97,6 +99,8 @@ def request_headers(
     }
     drop = RAW_REQUEST_DROP | named if named else RAW_REQUEST_DROP
     kept = [(k, v) for k, v in pairs if k not in drop]
+    if decoded:
+        kept = [(k, v) for k, v in kept if k != b"content-encoding"]
     if rules.withheld:
         kept = [(k, v) for k, v in kept if not _carries(v, rules.withheld)]
     if not anthropic:
