@@ -91,8 +91,9 @@ fallback for `deflate`, which clients send both ways)."""
 MAX_CODINGS = 4
 """More stacked codings than this are not decoded (forwarded as they came)."""
 _JSON_MEDIA = re.compile(r"^(application|text)/(json|[^;\s]*\+json)$")
-_BIG_INT = re.compile(rb"[:,\[]\s*-?\d{19}")
-"""Where an integer of 19 or more digits may start: only then is the exact check run."""
+_CLASSES = bytes(0x30 if 0x30 <= c <= 0x39 else 0x3A if c in b":,[" else 0x2E for c in range(256))
+"""Digits to `0`, what may precede a number literal (`:`, `,`, `[`) to `:`, the rest to `.`."""
+_CANDIDATE = b":" + b"0" * 19
 _INT_RANGE = (-(2**63), 2**64 - 1)
 """Integers orjson reads exactly; past them it reads a float."""
 
@@ -179,7 +180,7 @@ def _parse(plain: bytes, *, decoded: bool) -> Verdict:
         return _lenient(plain)
     if not isinstance(data, dict):
         return Reject(400, "the request body must be a JSON object", "invalid_body")
-    if _BIG_INT.search(plain) and _has_wide_int(plain):
+    if _may_hold_wide_int(plain) and _has_wide_int(plain):
         return Forward("an integer beyond 64 bits")
     return Read(data, decoded)
 
@@ -201,6 +202,13 @@ def _lenient(plain: bytes) -> Verdict:
     if not isinstance(value, dict):
         return Reject(400, "the request body must be a JSON object", "invalid_body")
     return Forward("JSON that factrail cannot write back as sent")
+
+
+def _may_hold_wide_int(plain: bytes) -> bool:
+    """Whether a run of 19 or more digits may be a number literal: it follows `:`, `,` or `[`
+    (whitespace and a minus sign aside). Two passes in C, about 1 ms a MB; a 19-digit id inside
+    a string mostly stands elsewhere, so the exact check seldom runs."""
+    return _CANDIDATE in plain.translate(_CLASSES, b" \t\r\n-")
 
 
 def _has_wide_int(plain: bytes) -> bool:

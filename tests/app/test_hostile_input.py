@@ -381,6 +381,34 @@ def test_integers_orjson_reads_exactly_are_still_compacted(
 
 
 @both_routes
+@pytest.mark.parametrize(
+    "field",
+    [b'"user": "id 123456789012345678901234"', b'"user": "id:123456789012345678901234"'],
+    ids=["plain", "after-colon"],
+)
+def test_long_digit_runs_inside_strings_are_still_compacted(
+    client: TestClient, upstream: dict[str, respx.Route], path: str, field: bytes
+) -> None:
+    r = client.post(path, content=with_field(path, field))
+    assert r.status_code == 200 and r.headers["x-factrail"] == "compacted"
+
+
+@pytest.mark.parametrize(
+    ("raw", "may"),
+    [
+        (b'{"a":12345678901234567890}', True),
+        (b'{"a": [1, -1234567890123456789]}', True),
+        (b'{"a":\n\t -1234567890123456789}', True),
+        (b'{"a":"12345678901234567890"}', False),
+        (b'{"a":"x 12345678901234567890"}', False),
+        (b'{"a":123456789012345678}', False),
+    ],
+)
+def test_the_wide_integer_prefilter(raw: bytes, may: bool) -> None:
+    assert request_body._may_hold_wide_int(raw) is may
+
+
+@both_routes
 def test_duplicate_keys_read_last_wins_and_a_rewrite_holds_each_once(
     client: TestClient, upstream: dict[str, respx.Route], compactor: ScriptedCompactor, path: str
 ) -> None:
