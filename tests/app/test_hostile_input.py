@@ -493,6 +493,8 @@ FUZZ_PATHS = [
     "/v1/messages",
     "/v1/messages/count_tokens",
     "/v1/models",
+    "/v1//factrail/outputs/s/c",  # reserved: an OpenAI-shaped 404, never forwarded
+    "/v1/FACTRAIL/sessions",
 ]
 json_leaves = st.one_of(
     st.none(),
