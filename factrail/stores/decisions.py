@@ -6,13 +6,17 @@ files 0600. Files older than the retention are deleted (at the first append of e
 
 The caller decides what is logged and must not append records for tainted sessions, rules-only
 compactions or failed judge rounds, must write after the final resolution (what was installed),
-must pass the session key hashed, and must never include tool-result contents, unredacted
-credentials or the judge key.
+and must never include tool-result contents, unredacted credentials or the judge key. The log
+itself makes sure of two things whatever the caller passed: the `session` is a hashed key (one
+that is not, e.g. a name given to `factrail compact --session`, is hashed here), and every
+`endpoint` (top level or the judge's) keeps only its scheme, host, port and path: userinfo,
+query and fragment, where URLs carry credentials, are dropped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -20,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -29,6 +34,43 @@ log = logging.getLogger(__name__)
 
 RETENTION_DAYS = 30
 _DAY_FILE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.jsonl")
+_HASHED_KEY = re.compile(r"[a-z]{1,3}-[0-9a-f]{16,64}")
+"""The shape of the session keys `factrail.session.keys` makes (a prefix, then a blake2b hex)."""
+
+
+def hashed_session(session: str) -> str:
+    """`session` when it already is a hashed key, else `x-` and its blake2b hash."""
+    if _HASHED_KEY.fullmatch(session):
+        return session
+    digest = hashlib.blake2b(session.encode("utf-8", "surrogatepass"), digest_size=12)
+    return "x-" + digest.hexdigest()
+
+
+def safe_endpoint(url: str) -> str:
+    """`url` with only its scheme, host, port and path: no userinfo, query or fragment."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def scrubbed(record: Mapping[str, Any]) -> dict[str, Any]:
+    """`record` with its session hashed and its endpoints stripped of credentials."""
+    out = dict(record)
+    if isinstance(out.get("session"), str):
+        out["session"] = hashed_session(out["session"])
+    if isinstance(out.get("endpoint"), str):
+        out["endpoint"] = safe_endpoint(out["endpoint"])
+    judge = out.get("judge")
+    if isinstance(judge, Mapping) and isinstance(judge.get("endpoint"), str):
+        out["judge"] = {**judge, "endpoint": safe_endpoint(judge["endpoint"])}
+    return out
 
 
 def utc_day(now: float) -> date:
@@ -52,7 +94,7 @@ class DecisionLog:
         """Append `record` as one line to today's file; False (never raises) when it failed."""
         day = utc_day(now)
         try:
-            line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+            line = orjson.dumps(scrubbed(record), option=orjson.OPT_APPEND_NEWLINE)
             ensure_private_dir(self.root)
             if self._expired_on != day:
                 self.expire(now)

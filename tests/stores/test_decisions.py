@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from factrail.stores.decisions import DecisionLog, default_decision_log, utc_day
+from factrail.session.keys import header_key
+from factrail.stores.decisions import (
+    DecisionLog,
+    default_decision_log,
+    hashed_session,
+    safe_endpoint,
+    utc_day,
+)
 
 DAY = 24 * 60 * 60
 T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
@@ -94,3 +101,53 @@ def test_default_log_lives_under_the_data_root(env: dict[str, str], root: Path) 
 
 def test_no_default_log_without_a_data_root() -> None:
     assert default_decision_log({}) is None
+
+
+@pytest.mark.parametrize(
+    ("url", "safe"),
+    [
+        ("https://api.example.com/v1/judge", "https://api.example.com/v1/judge"),
+        ("https://user:pw@api.example.com/v1/x?key=abc#frag", "https://api.example.com/v1/x"),
+        ("http://:pw@10.0.0.5:8000/v1?token=t", "http://10.0.0.5:8000/v1"),
+        ("http://u:p@[::1]:9/x", "http://[::1]:9/x"),
+        ("http://h:notaport/x", ""),
+        ("", ""),
+    ],
+)
+def test_safe_endpoint_drops_userinfo_query_and_fragment(url: str, safe: str) -> None:
+    assert safe_endpoint(url) == safe
+
+
+def test_session_keys_are_logged_hashed() -> None:
+    key = header_key("run-1")
+    assert hashed_session(key) == key  # already a hashed key
+    named = hashed_session("my-project/alice")
+    assert named.startswith("x-") and "alice" not in named
+    assert hashed_session("my-project/alice") == named  # stable
+
+
+def test_a_record_is_scrubbed_on_its_way_to_disk(tmp_path: Path) -> None:
+    password = "pw-" + "q7" * 8
+    log = DecisionLog(tmp_path / "decisions")
+    record = {
+        "session": "demo-session-name",
+        "judge": {
+            "kind": "tev",
+            "endpoint": f"https://bob:{password}@judge.example/v1/chat/completions?api_key=k1",
+            "model": "tev1",
+        },
+        "endpoint": f"https://alice:{password}@upstream.example/v1?sig=s1",
+    }
+    assert log.append(record, T0)
+    text = (tmp_path / "decisions" / "2023-11-14.jsonl").read_text()
+    for leaked in (password, "bob", "alice", "api_key", "sig=", "demo-session-name"):
+        assert leaked not in text
+    (got,) = log.read_all()
+    assert got["judge"] == {
+        "kind": "tev",
+        "endpoint": "https://judge.example/v1/chat/completions",
+        "model": "tev1",
+    }
+    assert got["endpoint"] == "https://upstream.example/v1"
+    assert got["session"] == hashed_session("demo-session-name")
+    assert record["session"] == "demo-session-name"  # the caller's record is left alone
