@@ -8,7 +8,7 @@ from pathlib import Path
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 from factrail.stores.paths import cache_root, data_root
-from factrail.stores.sqlite_state import MEMORY, SqliteStateStore
+from factrail.stores.sqlite_state import MAX_BYTES, MEMORY, TTL_SECONDS, SqliteStateStore
 from factrail.stores.state import StateStore, StoreConfigError
 
 __all__ = ["StoreConfigError", "open_state_store", "output_store", "state_url"]
@@ -16,8 +16,11 @@ __all__ = ["StoreConfigError", "open_state_store", "output_store", "state_url"]
 STATE_FILE = "state.db"
 
 
-def open_state_store(url: str) -> StateStore:
+def open_state_store(
+    url: str, *, max_bytes: int = MAX_BYTES, taint_keep_seconds: float = TTL_SECONDS
+) -> StateStore:
     """The store named by `url`: `sqlite:///abs/path.db`, `sqlite://:memory:` or `memory://`.
+    `max_bytes` and `taint_keep_seconds` bound a SQLite store (`SqliteStateStore`).
 
     Raises StoreConfigError for a relative SQLite path, an unknown scheme, or `redis://`
     (no Redis backend yet).
@@ -30,12 +33,14 @@ def open_state_store(url: str) -> StateStore:
         return MemoryStateStore()
     if scheme == "sqlite":
         if rest == MEMORY:
-            return SqliteStateStore(MEMORY)
+            return SqliteStateStore(
+                MEMORY, max_bytes=max_bytes, taint_keep_seconds=taint_keep_seconds
+            )
         if not rest.startswith("/") or "?" in rest:
             raise StoreConfigError(
                 f"state URL {url!r} needs an absolute path: sqlite:///abs/path.db"
             )
-        return SqliteStateStore(rest)
+        return SqliteStateStore(rest, max_bytes=max_bytes, taint_keep_seconds=taint_keep_seconds)
     if scheme in ("redis", "rediss"):
         raise StoreConfigError(
             "the Redis state store is not implemented yet (no redis backend in"

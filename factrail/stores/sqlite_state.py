@@ -30,6 +30,7 @@ MEMORY = ":memory:"
 MAX_SESSIONS = 10_000
 TTL_SECONDS = 30 * 24 * 60 * 60
 PRUNE_EVERY = 64
+MAX_BYTES = 1024**3
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS sessions ("
@@ -46,8 +47,11 @@ class SqliteStateStore:
     """Session states in one SQLite file (or `:memory:`).
 
     Size is bounded: every `prune_every` saves (and on the first), sessions not updated for
-    `ttl_seconds` are deleted and at most `max_sessions` of the most recently updated are kept.
-    The file is created 0600; a missing parent folder is created 0700.
+    `ttl_seconds` are deleted and the most recently updated are kept within `max_sessions`
+    records and `max_bytes` bytes of state; tainted records younger than `taint_keep_seconds`
+    are exempt from all three (see `_prune`). Deleted pages are reused, not returned to the file
+    system, so the file stays near its largest size. The file is created 0600; a missing
+    parent folder is created 0700.
     """
 
     def __init__(
@@ -59,10 +63,16 @@ class SqliteStateStore:
         prune_every: int = PRUNE_EVERY,
         busy_timeout_ms: int = 2000,
         clock: Callable[[], float] = time.time,
+        max_bytes: int = MAX_BYTES,
+        taint_keep_seconds: float = TTL_SECONDS,
     ) -> None:
+        """`max_bytes`: bound of the stored states' bytes (0: none); `taint_keep_seconds`: how
+        long a tainted record is kept whatever the bounds (the saved outputs' retention)."""
         self.path = str(path)
         self.max_sessions = max_sessions
         self.ttl_ms = int(ttl_seconds * 1000)
+        self.max_bytes = max_bytes
+        self.taint_keep_ms = int(taint_keep_seconds * 1000)
         self._prune_every = max(1, prune_every)
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
@@ -162,15 +172,60 @@ class SqliteStateStore:
             self._disconnect()
 
     def _prune(self, conn: sqlite3.Connection, now_ms: int) -> None:
-        conn.execute("DELETE FROM sessions WHERE updated_ms < ?", (now_ms - self.ttl_ms,))
-        (count,) = conn.execute("SELECT COUNT(*) FROM sessions").fetchone()
+        """Delete what is past the TTL, then the least recently updated records while there are
+        more than `max_sessions` of them or their states hold more than `max_bytes`. A tainted
+        record is never pruned while younger than `taint_keep_ms` (its session's saved outputs
+        may still be there), so it outlives both bounds and the TTL until then."""
+        keep_from = now_ms - max(self.ttl_ms, self.taint_keep_ms)
+        stale = conn.execute(
+            "SELECT key FROM sessions WHERE updated_ms < ? AND updated_ms >= ?",
+            (now_ms - self.ttl_ms, keep_from),
+        ).fetchall()
+        doomed = [key for (key,) in stale if not self._tainted(conn, key)]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("DELETE FROM sessions WHERE updated_ms < ?", (keep_from,))
+            conn.executemany("DELETE FROM sessions WHERE key = ?", [(k,) for k in doomed])
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        count, size = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(state)), 0) FROM sessions"
+        ).fetchone()
         excess = count - self.max_sessions
-        if excess > 0:
-            conn.execute(
-                "DELETE FROM sessions WHERE key IN"
-                " (SELECT key FROM sessions ORDER BY updated_ms, key LIMIT ?)",
-                (excess,),
-            )
+        extra = size - self.max_bytes if self.max_bytes > 0 else 0
+        if excess <= 0 and extra <= 0:
+            return
+        doomed = []
+        protect_from = now_ms - self.taint_keep_ms
+        rows = conn.execute(
+            "SELECT key, updated_ms, LENGTH(state) FROM sessions ORDER BY updated_ms, key"
+        ).fetchall()
+        for key, updated_ms, length in rows:
+            if excess <= 0 and extra <= 0:
+                break
+            if updated_ms >= protect_from and self._tainted(conn, key):
+                continue
+            doomed.append((key,))
+            excess -= 1
+            extra -= length
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("DELETE FROM sessions WHERE key = ?", doomed)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @staticmethod
+    def _tainted(conn: sqlite3.Connection, key: str) -> bool:
+        """Whether the record of `key` carries a taint record that says tainted (an
+        undecodable record is garbage, not taint)."""
+        row = conn.execute("SELECT state FROM sessions WHERE key = ?", (key,)).fetchone()
+        state = decode_state(row[0]) if row is not None else None
+        taint = state.taint if state is not None else None
+        return isinstance(taint, dict) and bool(taint.get("tainted"))
 
     def _run(self, operation: str, run: Callable[[sqlite3.Connection], T], default: T) -> T:
         """`run` on the connection under the lock; database and OS errors give `default`.

@@ -334,3 +334,65 @@ def test_a_turn_never_undoes_a_calibration_that_landed_after_its_load(
     saved = store.load("s")
     assert saved is not None and saved.compactions == 3
     assert saved.calibration == pytest.approx(1.3)
+
+
+def stored_keys(path: Path) -> set[str]:
+    """The keys in the database file, whatever their age (what pruning left)."""
+    conn = sqlite3.connect(path)
+    try:
+        return {k for (k,) in conn.execute("SELECT key FROM sessions")}
+    finally:
+        conn.close()
+
+
+def tainted() -> SessionState:
+    return SessionState(plan={}, taint={"tainted": True, "count": 1, "sample": "x", "at": 1})
+
+
+def test_sqlite_keeps_states_within_max_bytes_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    path = tmp_path / "s.db"
+    size = len(encode_state(SessionState(plan={}, answers={"k": {"keepCall": 0.5}})))
+    store = SqliteStateStore(path, max_bytes=3 * size + size // 2, prune_every=1, clock=clock)
+    for i in range(6):
+        clock.now += 1
+        store.save(f"s{i}", SessionState(plan={}, answers={"k": {"keepCall": 0.5}}))
+    assert stored_keys(path) == {"s3", "s4", "s5"}
+    store.close()
+
+
+def test_sqlite_never_prunes_a_tainted_record_before_the_outputs_retention(
+    tmp_path: Path,
+) -> None:
+    clock = Clock()
+    path = tmp_path / "s.db"
+    store = SqliteStateStore(
+        path,
+        max_sessions=2,
+        ttl_seconds=10 * DAY,
+        taint_keep_seconds=30 * DAY,
+        prune_every=1,
+        clock=clock,
+    )
+    store.save("fenced", tainted())
+    for i in range(5):
+        clock.now += 1
+        store.save(f"s{i}", SessionState(plan={}))
+    # the tainted record counts towards the bound, but the bound takes clean records only
+    assert stored_keys(path) == {"fenced", "s4"}
+    clock.now += 20 * DAY  # past the TTL, within the outputs retention
+    store.save("later", SessionState(plan={}))
+    assert stored_keys(path) == {"fenced", "later"}
+    clock.now += 11 * DAY  # past the outputs retention: now it may go
+    store.save("last", SessionState(plan={}))
+    assert stored_keys(path) == {"last"}
+    store.close()
+
+
+def test_open_state_store_passes_the_bounds(tmp_path: Path) -> None:
+    store = open_state_store(
+        f"sqlite://{tmp_path / 's.db'}", max_bytes=1234, taint_keep_seconds=5 * DAY
+    )
+    assert isinstance(store, SqliteStateStore)
+    assert store.max_bytes == 1234 and store.taint_keep_ms == 5 * DAY * 1000
+    store.close()
