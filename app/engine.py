@@ -16,6 +16,7 @@ from factrail.core.formats.base import Document
 from factrail.core.model import Message
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
+from factrail.policy.provenance import Evidence
 from factrail.session import SessionCompactor, TurnResult, session_key
 from factrail.session.keys import Chain
 from factrail.settings import Settings
@@ -28,7 +29,13 @@ class Compactor(Protocol):
     """The per-request compaction step (`factrail.session.SessionCompactor`)."""
 
     async def compact(
-        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str,
+        extra_tokens: int = 0,
+        evidence: Evidence | None = None,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...

@@ -42,8 +42,10 @@ from app.upstream import (
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
+from factrail.policy.provenance import evidence
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
+from factrail.session.keys import alias_keys
 from factrail.settings import Settings
 
 log = logging.getLogger("factrail.proxy")
@@ -123,7 +125,7 @@ class Gateway:
         self.trigger = settings.trigger()
         """The compactor's own trigger rule, which the fast path asks too."""
         self.fast_path_bytes = int(soft_line(self.trigger.smallest()) / CALIBRATION_HEADROOM)
-        self.fenced_names = tuple(n.encode() for n in settings.fence().names)
+        self.fence = settings.fence()
         anthropic = settings.anthropic_upstream_url.rstrip("/")
         self.bases: dict[Provider, str] = {
             "openai": settings.upstream_url,
@@ -146,7 +148,7 @@ class Gateway:
         The model is peeked with a byte search (no parse); when several `"model"` strings occur,
         the smallest trigger among them counts, and without one the smallest of any model does.
         """
-        if any(name in body for name in self.fenced_names):
+        if self.fence.may_call(body):
             return False  # a fenced call must be seen, whatever the size: taint is sticky
         if len(body) < self.fast_path_bytes:
             return True
@@ -245,7 +247,10 @@ class Gateway:
             started = time.perf_counter()
             extra = _extra_tokens(data, doc)
             compactor = self.engine.compactor
-            result = await compactor.compact(session, doc, model=model, extra_tokens=extra)
+            seen = evidence(data, doc.messages, alias_keys(headers, data))
+            result = await compactor.compact(
+                session, doc, model=model, extra_tokens=extra, evidence=seen
+            )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
             if route.provider == "anthropic":  # a breakpoint at the end of the frozen zone

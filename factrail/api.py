@@ -8,6 +8,7 @@ import httpx
 
 from factrail.core.formats.detect import dump_document, parse_any
 from factrail.judges import configured_judge
+from factrail.policy.provenance import raw_evidence
 from factrail.session import SessionCompactor, TurnResult
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -59,7 +60,9 @@ async def compact_transcript(
             judge=configured_judge(cfg, http),
         )
         try:
-            result = await compactor.compact(session, doc)
+            result = await compactor.compact(
+                session, doc, evidence=raw_evidence(data, doc.messages)
+            )
         finally:
             compactor.close()
     finally:

@@ -41,7 +41,7 @@ EXAMPLES = settings(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
-PLAIN_TOOLS = ["Bash", "Read", "Grep", "mcp__github__search", "mcp__email_gateway", "Skill"]
+PLAIN_TOOLS = ["Bash", "Read", "Grep", "mcp__github__search", "mcp__email_gatewayx__y", "Skill"]
 FENCED_PREFIXES = ["mcp__email-gateway__", "mcp__claude_ai_Gmail__"]
 FENCED_SKILLS = ["email-search", "plugin:email-search", "acme-tools:email-search"]
 

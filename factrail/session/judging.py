@@ -39,8 +39,8 @@ class Judged:
     judge: str = "rules"
     """`rules`, or the kind of the model judge that was asked."""
     reason: str = "rules"
-    """The verdict: `rules`, `ok`, `ok-local`, `tainted`, `ok-rules` (the judge failed or left
-    calls unanswered and the rules finished)."""
+    """The verdict: `rules`, `ok`, `ok-local`, `tainted`, `unproven`, `ok-rules` (the judge
+    failed or left calls unanswered and the rules finished)."""
     requests: int = 0
     errors: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
@@ -108,7 +108,7 @@ class JudgeRound:
         judged.actions = dict(outcome.actions)
         judged.reason = verdict.reason if not judged.errors else "ok-rules"
         remember_answers(state, self.remembers, outcome.new_answers)
-        if self.decisions is not None and plan.requests and not taint.tainted:
+        if self.decisions is not None and plan.requests and not taint.fenced:
             record = decision_record(session, self.judge, self.options, plan, answers, outcome)
             self.decisions.append(record, now=self._clock())
         return judged

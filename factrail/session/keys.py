@@ -2,7 +2,7 @@
 
 Every key is a blake2b hash (nothing in clear) behind a prefix naming its source: `h-` the
 caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a Responses chain whose start
-was not seen, `s-` the stable head alone.
+was not seen, `s-` the stable head alone; `a-` the client's session id alone (the fence's alias).
 """
 
 from __future__ import annotations
@@ -68,6 +68,13 @@ def session_key(
     if previous:
         return _key("r-", previous)
     return _key("s-", *head)
+
+
+def alias_keys(headers: Mapping[str, str], body: Mapping[str, Any]) -> tuple[str, ...]:
+    """Keys that follow the client's own session whatever its head (`a-`): the fence keeps a
+    session's taint there too, so it survives the client's compaction or a new session header."""
+    client = client_id(headers, body)
+    return (_key("a-", client),) if client else ()
 
 
 def header_key(value: str) -> str:

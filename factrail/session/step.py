@@ -15,7 +15,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from factrail.core.apply import Applied, Reduction, apply
@@ -28,7 +28,8 @@ from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.cost import cold, pays, prices, profile_for
-from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
+from factrail.policy.provenance import Evidence
+from factrail.policy.taint import TaintScan, command_refs, merge_taint, taint_write, tool_refs
 from factrail.policy.trigger import DueReason, due, soft_line
 from factrail.session.analyses import Analyses, Observe, collector_paused
 from factrail.session.judging import JudgeRound
@@ -48,6 +49,14 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
+LEASE_MS = 60_000
+"""How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
+judge's deadline, well below this)."""
+LEASE_WAIT_S = 15.0
+"""How long a turn waits for the same session's turn elsewhere before going on read-only."""
+LEASE_POLL_S = 0.05
+Aliases = list[tuple[str, "SessionState | None", bool]]
+"""The client's own session keys: each with its state and whether the store answered."""
 """At most this many reduced results are described per compaction in the session's history."""
 
 
@@ -72,6 +81,8 @@ class TurnResult:
     judge_outcomes: dict[str, int] = field(default_factory=dict)
     """The judge's HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, …)."""
     redactions: dict[str, int] = field(default_factory=dict)
+    save_failures: dict[str, int] = field(default_factory=dict)
+    """Reduced originals that could not be saved, by reason (`quota`, `error`)."""
     fenced: bool = False
     """The fence kept a model judge away from this session for the first time."""
     compactions: int = 0
@@ -108,6 +119,9 @@ class Turn:
     extra: int
     """Tokens outside the transcript (system prompt, tool schemas)."""
     taint: TaintScan
+    answered: bool = True
+    """Whether the state store answered for this session (False: it failed, or its record
+    could not be read)."""
     model: str = ""
     line: DueReason = "below-soft-line"
     """The line this turn crossed."""
@@ -186,17 +200,68 @@ class SessionCompactor:
     # -- the step ---------------------------------------------------------------------------
 
     async def compact(
-        self, session: str, doc: Document, *, model: str = "", extra_tokens: int = 0
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str = "",
+        extra_tokens: int = 0,
+        evidence: Evidence | None = None,
     ) -> TurnResult:
-        """Re-apply the stored plan; compact when the soft line is crossed; save; persist."""
+        """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
+        `evidence`: what the wire request tells the fence (its decoded calls, the client's
+        session aliases, whether it continues a transcript not seen whole)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
         async with lock:
-            return await self._step(session, doc, model, extra_tokens)
+            lease = await self._lease(session)
+            try:
+                return await self._step(
+                    session, doc, model, extra_tokens, evidence or Evidence(), lease is not None
+                )
+            finally:
+                if lease:
+                    await asyncio.to_thread(self._release, session, lease)
 
-    async def _step(self, session: str, doc: Document, model: str, extra_tokens: int) -> TurnResult:
-        turn = self._turn(session, doc, model, extra_tokens)
+    async def _lease(self, session: str) -> str | None:
+        """The session's lease in the state store, which other processes sharing the store
+        respect: two turns of one session never interleave their plans. Waits up to
+        `LEASE_WAIT_S` for a turn elsewhere to finish; None when it did not; `""` when the store
+        could not say (the turn goes on: compaction fails open)."""
+        deadline = time.monotonic() + LEASE_WAIT_S
+        while True:
+            lease = await asyncio.to_thread(self._try_lease, session)
+            if lease is not None or time.monotonic() >= deadline:
+                return lease
+            await asyncio.sleep(LEASE_POLL_S)
+
+    def _try_lease(self, session: str) -> str | None:
+        try:
+            return self.state.lease(session, LEASE_MS)
+        except Exception:
+            log.warning("could not take a session's lease", exc_info=True)
+            return ""
+
+    def _release(self, session: str, lease: str) -> None:
+        try:
+            self.state.release(session, lease)
+        except Exception:
+            log.warning("could not release a session's lease", exc_info=True)
+
+    async def _step(
+        self,
+        session: str,
+        doc: Document,
+        model: str,
+        extra_tokens: int,
+        evidence: Evidence,
+        writable: bool,
+    ) -> TurnResult:
+        """One turn; without the session's lease (`writable` False: a turn of the same session
+        is running elsewhere) it only re-applies the stored plan and writes nothing."""
+        loaded, answered, aliases = await asyncio.to_thread(self._load, session, evidence.aliases)
+        turn = self._turn(session, doc, model, extra_tokens, loaded, answered)
         result = TurnResult(
             outcome="reapplied" if turn.reapplied else "passthrough",
             tokens_before=turn.tokens,
@@ -206,15 +271,21 @@ class SessionCompactor:
             compactions=turn.state.compactions,
             estimated_sent=turn.estimated,
         )
-        tainted_now = self._fence(turn)
+        writes = self._fence(turn, evidence, aliases)
+        tainted_now = bool(writes) and writes[-1][0] == session
         result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
+        if not writable:
+            if turn.reapplied:
+                result.document = doc.emit(turn.work)
+            return result
+        await asyncio.to_thread(self._save_all, writes[:-1] if tainted_now else writes)
         idle = self._idle_s(turn.state)
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
             return await self._compact(turn, result)
         if tainted_now or idle is None or idle > TOUCH_S:
-            self._save_state(turn)  # the taint, or when the session was last seen
+            await self._persist(turn)  # the taint, or when the session was last seen
         result.frozen_through = _frozen_through(turn.work, turn.state.settled)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
@@ -262,8 +333,23 @@ class SessionCompactor:
         turns = sum(1 for m in turn.work if m.role == "assistant")
         return pays(invalidated, saved, max(turns, 1), price)
 
-    def _turn(self, session: str, doc: Document, model: str, extra_tokens: int) -> Turn:
-        state = self.state.load(session) or SessionState(plan={})
+    def _load(
+        self, session: str, aliases: Sequence[str]
+    ) -> tuple[SessionState | None, bool, Aliases]:
+        """The session's state, whether the store answered, and the states of its aliases."""
+        loaded, answered = self.state.fetch(session)
+        return loaded, answered, [(key, *self.state.fetch(key)) for key in aliases]
+
+    def _turn(
+        self,
+        session: str,
+        doc: Document,
+        model: str,
+        extra_tokens: int,
+        loaded: SessionState | None,
+        answered: bool,
+    ) -> Turn:
+        state = loaded or SessionState(plan={})
         work, reapplied = reapply_plan(doc.messages, state.plan)
         return Turn(
             session=session,
@@ -276,20 +362,52 @@ class SessionCompactor:
             estimated=self.transcript_tokens(work) + extra_tokens,
             extra=extra_tokens,
             taint=TaintScan(),
+            answered=answered,
             model=model,
         )
 
-    def _fence(self, turn: Turn) -> bool:
-        """Scan the fence (on every request, not only at compaction: a fenced call seen once
-        taints the session for good, even if the agent's own summary later drops it). True
-        when this turn tainted the session."""
-        scan = self.options.fence.scan(tool_refs(turn.work))
-        turn.taint = merge_taint(turn.state.taint, scan)
-        record = taint_write(turn.state.taint, scan, int(self._clock() * 1000))
-        if record is None:
-            return False
-        turn.state.taint = record
-        return True
+    def _fence(
+        self, turn: Turn, evidence: Evidence, aliases: Aliases
+    ) -> list[tuple[str, SessionState]]:
+        """Scan the fence on every request, not only at compaction: a fenced call seen once
+        taints the session for good, under its key and under the client's own session id,
+        even after the client's compaction drops the call. A session is judged as if tainted
+        whenever it cannot be proven clean: the store failed, or the transcript continues one
+        not seen from its start. Returns the records to write: the aliases', then the session's
+        own last when this turn tainted it."""
+        if evidence.refs is None:
+            refs = tool_refs(turn.work)
+        else:
+            refs = [*evidence.refs, *command_refs(turn.work)]
+        scan = self.options.fence.scan(refs)
+        origin = "continued" if evidence.continued else "start"
+        merged = merge_taint(turn.state.taint, scan)
+        for _, alias, _ in aliases:
+            merged = merge_taint(alias.taint if alias is not None else None, merged)
+        if turn.state.origin is None:
+            turn.state.origin = origin
+        seen_whole = turn.state.origin == "start" or any(
+            alias is not None and alias.origin == "start" for _, alias, _ in aliases
+        )
+        unproven = None
+        if not (turn.answered and all(ok for _, _, ok in aliases)):
+            unproven = "the state store did not answer"
+        elif evidence.continued and not seen_whole:
+            unproven = evidence.continued
+        turn.taint = merged if merged.tainted else replace(merged, unproven=unproven)
+        now_ms = int(self._clock() * 1000)
+        writes: list[tuple[str, SessionState]] = []
+        for key, alias, ok in aliases:
+            record = taint_write(alias.taint if alias is not None else None, merged, now_ms)
+            if ok and (alias is None or record is not None):
+                kept = alias or SessionState(plan={}, origin=origin)
+                kept.taint = record or kept.taint
+                writes.append((key, kept))
+        record = taint_write(turn.state.taint, merged, now_ms)
+        if record is not None:
+            turn.state.taint = record
+            writes.append((turn.session, turn.state))
+        return writes
 
     async def _compact(self, turn: Turn, result: TurnResult) -> TurnResult:
         judged = await self.judging.run(
@@ -319,7 +437,7 @@ class SessionCompactor:
         if not applied.changed and not applied.briefed:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
             # re-arm gap from here keeps the next turns from trying again at once.
-            self._save_state(turn)
+            await self._persist(turn)
             result.frozen_through = _frozen_through(turn.work, turn.state.settled)
             if turn.reapplied:
                 result.document = turn.doc.emit(turn.work)
@@ -332,7 +450,7 @@ class SessionCompactor:
             *turn.state.history[-(MAX_HISTORY - 1) :],
             self._history(turn, result, applied, saved, after, (originals, sent_texts, first)),
         ]
-        self._save_state(turn)
+        await self._persist(turn)
 
         result.outcome = "compacted"
         result.frozen_through = _frozen_through(applied.messages, turn.state.settled)
@@ -342,6 +460,7 @@ class SessionCompactor:
         result.tier = applied.tier
         result.saved = saved.count
         result.redactions = saved.redactions
+        result.save_failures = saved.failures
         result.compactions = turn.state.compactions
         return result
 
@@ -478,11 +597,16 @@ class SessionCompactor:
         turn.state.plan = {k: v for k, v in plan.items() if k in originals}
         return reduced
 
-    def _save_state(self, turn: Turn) -> None:
-        try:
-            self.state.save(turn.session, turn.state)
-        except Exception:  # losing the state costs cache hits, never this request
-            log.warning("could not save a session's state", exc_info=True)
+    async def _persist(self, turn: Turn) -> None:
+        """Save the turn's state, off the event loop (a slow store delays only this turn)."""
+        await asyncio.to_thread(self._save_all, [(turn.session, turn.state)])
+
+    def _save_all(self, writes: Sequence[tuple[str, SessionState]]) -> None:
+        for key, state in writes:
+            try:
+                self.state.save(key, state)
+            except Exception:  # losing the state costs cache hits, never this request
+                log.warning("could not save a session's state", exc_info=True)
 
 
 def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int | None:

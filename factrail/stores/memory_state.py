@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -17,12 +18,20 @@ class MemoryStateStore:
         self._clock = clock
         self._states: dict[str, bytes] = {}
         self._lock = threading.Lock()
+        self._leases: dict[str, tuple[str, int]] = {}
 
     def load(self, session: str) -> SessionState | None:
         """The saved state of `session`, or None."""
+        return self.fetch(session)[0]
+
+    def fetch(self, session: str) -> tuple[SessionState | None, bool]:
+        """The saved state of `session` (None if absent) and whether it could be read."""
         with self._lock:
             blob = self._states.get(session)
-        return None if blob is None else decode_state(blob)
+        if blob is None:
+            return None, True
+        state = decode_state(blob)
+        return state, state is not None
 
     def save(self, session: str, state: SessionState) -> None:
         """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
@@ -52,6 +61,23 @@ class MemoryStateStore:
             blobs = list(self._states.items())
         stamped = [(k, s.updated_ms) for k, b in blobs if (s := decode_state(b)) is not None]
         return sorted(stamped, key=lambda x: (-x[1], x[0]))[: max(limit, 0)]
+
+    def lease(self, session: str, ttl_ms: int) -> str | None:
+        """Take the session's lease for `ttl_ms`; None while another holder's runs."""
+        now = int(self._clock() * 1000)
+        with self._lock:
+            held = self._leases.get(session)
+            if held is not None and held[1] > now:
+                return None
+            token = secrets.token_hex(8)
+            self._leases[session] = (token, now + ttl_ms)
+            return token
+
+    def release(self, session: str, token: str) -> None:
+        """Give the lease back, if it is still the one `token` took."""
+        with self._lock:
+            if self._leases.get(session, ("", 0))[0] == token:
+                del self._leases[session]
 
     def ping(self) -> bool:
         """Always reachable."""

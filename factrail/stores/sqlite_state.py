@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -36,6 +37,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS sessions ("
     " key TEXT PRIMARY KEY, updated_ms INTEGER NOT NULL, state BLOB NOT NULL)",
     "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated_ms)",
+    "CREATE TABLE IF NOT EXISTS leases ("
+    " key TEXT PRIMARY KEY, token TEXT NOT NULL, expires_ms INTEGER NOT NULL)",
 )
 _UPSERT = (
     "INSERT INTO sessions (key, updated_ms, state) VALUES (?, ?, ?) ON CONFLICT (key)"
@@ -83,16 +86,23 @@ class SqliteStateStore:
 
     def load(self, session: str) -> SessionState | None:
         """The state of `session`, or None if absent, expired, invalid or on any error."""
+        return self.fetch(session)[0]
 
-        def run(conn: sqlite3.Connection) -> SessionState | None:
+    def fetch(self, session: str) -> tuple[SessionState | None, bool]:
+        """The state of `session` (None if absent or expired) and whether the store answered:
+        False on any error and for a record it cannot decode."""
+
+        def run(conn: sqlite3.Connection) -> tuple[SessionState | None, bool]:
             row = conn.execute(
                 "SELECT updated_ms, state FROM sessions WHERE key = ?", (session,)
             ).fetchone()
             if row is None or row[0] < self._now_ms() - self.ttl_ms:
-                return None
-            return decode_state(row[1])
+                return None, True
+            state = decode_state(row[1])
+            return state, state is not None
 
-        return self._run("load", run, None)
+        failed: tuple[SessionState | None, bool] = (None, False)
+        return self._run("load", run, failed)
 
     def save(self, session: str, state: SessionState) -> None:
         """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
@@ -156,6 +166,43 @@ class SqliteStateStore:
             return [(str(k), int(u)) for k, u in rows]
 
         return self._run("recent", run, [])
+
+    def lease(self, session: str, ttl_ms: int) -> str | None:
+        """Take the session's lease for `ttl_ms` (for every process on this file): its token;
+        None while another holder's lease runs; `""` when the store failed (go on without)."""
+        token = secrets.token_hex(8)
+
+        def run(conn: sqlite3.Connection) -> str | None:
+            now = self._now_ms()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT expires_ms FROM leases WHERE key = ?", (session,)
+                ).fetchone()
+                if row is not None and row[0] > now:
+                    conn.execute("ROLLBACK")
+                    return None
+                conn.execute(
+                    "INSERT OR REPLACE INTO leases (key, token, expires_ms) VALUES (?, ?, ?)",
+                    (session, token, now + ttl_ms),
+                )
+                conn.execute("DELETE FROM leases WHERE expires_ms <= ?", (now,))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return token
+
+        unknown: str | None = ""
+        return self._run("lease", run, unknown)
+
+    def release(self, session: str, token: str) -> None:
+        """Give the lease back, if it is still the one `token` took."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM leases WHERE key = ? AND token = ?", (session, token))
+
+        self._run("release", run, None)
 
     def ping(self) -> bool:
         """Whether the database answers a query."""

@@ -24,6 +24,7 @@ MAX_HISTORY = 5
 CALIBRATION_WEIGHT = 0.3
 CALIBRATION_RANGE = (0.25, 4.0)
 ANSWER_FIELDS = ("keepCall", "keepResult")
+ORIGINS = ("start", "continued")
 
 
 class StoreConfigError(ValueError):
@@ -46,14 +47,26 @@ class SessionState:
     settled: list[str] = field(default_factory=list)
     """Calls an earlier compaction already decided (reduced or left as they were): frozen until
     the hard line, so a compaction breaks the prompt cache only from what is newer."""
+    origin: str | None = None
+    """How the session was first seen: `start` (its transcript from the beginning) or
+    `continued` (the continuation of one not seen: a client's own compaction, an unknown
+    response chain). Only a session seen from its start can be proven clean once its
+    transcript no longer shows every call."""
 
 
 class StateStore(Protocol):
     """Session state persistence (SQLite, memory; Redis later)."""
 
     def load(self, session: str) -> SessionState | None: ...
+    def fetch(self, session: str) -> tuple[SessionState | None, bool]: ...
     def save(self, session: str, state: SessionState) -> None: ...
     def update_calibration(self, session: str, ratio: float) -> None: ...
+    def lease(self, session: str, ttl_ms: int) -> str | None:
+        """A token for the session's lease; None while another holder's runs; `""` when the
+        store cannot say (the turn goes on without one: compaction fails open)."""
+        ...
+
+    def release(self, session: str, token: str) -> None: ...
     def recent(self, limit: int) -> list[tuple[str, int]]: ...
     def ping(self) -> bool: ...
     def close(self) -> None: ...
@@ -119,6 +132,7 @@ def encode_state(state: SessionState) -> bytes:
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
             "history": state.history[-MAX_HISTORY:],
+            "origin": state.origin,
         }
     )
 
@@ -146,6 +160,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
                 answers[key] = answer
     taint = raw.get("taint")
     calibration = raw.get("calibration")
+    origin = raw.get("origin")
     return SessionState(
         plan=plan,
         baseline_tokens=_int_or_none(raw.get("baseline_tokens")),
@@ -156,6 +171,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),
         history=_of_type(raw.get("history"), dict, MAX_HISTORY),
+        origin=origin if origin in ORIGINS else None,
     )
 
 

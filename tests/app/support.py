@@ -15,6 +15,7 @@ from app.main import create_app
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.core.model import Message
+from factrail.policy.provenance import Evidence
 from factrail.session import TurnResult, session_key
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -39,7 +40,13 @@ class ScriptedCompactor:
     after_answer_fails: bool = False
 
     async def compact(
-        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str,
+        extra_tokens: int = 0,
+        evidence: Evidence | None = None,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
         if self.fail:

@@ -20,6 +20,7 @@ from app.engine import Engine
 from app.main import create_app, default_engine
 from factrail.core.formats.base import Document
 from factrail.core.model import Message
+from factrail.policy.provenance import Evidence
 from factrail.session import TurnResult
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -321,9 +322,17 @@ class FrozenCompactor(ScriptedCompactor):
     frozen_through: int | None = None
 
     async def compact(
-        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str,
+        extra_tokens: int = 0,
+        evidence: Evidence | None = None,
     ) -> TurnResult:
-        result = await super().compact(session, doc, model=model, extra_tokens=extra_tokens)
+        result = await super().compact(
+            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence
+        )
         result.frozen_through = self.frozen_through
         return result
 
@@ -423,10 +432,16 @@ class Recording:
         self.results: list[TurnResult] = []
 
     async def compact(
-        self, session: str, doc: Document, *, model: str, extra_tokens: int = 0
+        self,
+        session: str,
+        doc: Document,
+        *,
+        model: str,
+        extra_tokens: int = 0,
+        evidence: Evidence | None = None,
     ) -> TurnResult:
         result: TurnResult = await self.inner.compact(
-            session, doc, model=model, extra_tokens=extra_tokens
+            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence
         )
         self.results.append(result)
         return result

@@ -72,4 +72,4 @@ def test_arguments_are_keyword_only() -> None:
 
 def test_vocabulary() -> None:
     """The reasons a verdict (or the rules that finish a compaction) can give."""
-    assert set(get_args(Reason)) == {"rules", "tainted", "ok-local", "ok", "ok-rules"}
+    assert set(get_args(Reason)) == {"rules", "tainted", "unproven", "ok-local", "ok", "ok-rules"}

@@ -16,6 +16,7 @@ from factrail.policy.taint import (
     TaintFence,
     TaintScan,
     ToolRef,
+    body_refs,
     merge_taint,
     taint_write,
     tool_refs,
@@ -57,14 +58,14 @@ def test_default_fence_taints_email_tools(tool: str) -> None:
         "Bash",
         "mcp__claude-flow__memory_search",
         "email",
-        "mcp__email-gateway",  # the prefix, short of its trailing `__`
-        "MCP__EMAIL-GATEWAY__ask_email",  # case-sensitive
-        "mcp__other__mcp__email-gateway__x",  # anchored at the start
+        "mcp__other__mcp__email-gateway__x",  # the server is `other`
+        "mcp__email-gatewayx__y",
+        "mcp__my-email-gateway-2__y",
         "",
     ],
 )
 def test_clean_tools(tool: str) -> None:
-    """Other tools, and fenced prefixes not at the start, are clean."""
+    """Other tools and other servers are clean."""
     assert not FENCE.taints(tool)
 
 
@@ -76,7 +77,7 @@ def test_skill_calls() -> None:
     assert not FENCE.taints("Skill", None)
     assert not FENCE.taints("Skill", "")
     assert not FENCE.taints("Other", "email-search")  # only the Skill tool loads skills
-    assert not FENCE.taints("skill", "email-search")
+    assert FENCE.taints("skill", "email-search")  # any case
 
 
 @pytest.mark.parametrize(
@@ -167,7 +168,8 @@ def test_tool_refs_from_messages() -> None:
 
 
 def test_slash_commands_in_user_turns() -> None:
-    """`<command-name>/skill</command-name>` in a user turn is a Skill reference."""
+    """`<command-name>/skill</command-name>` in a user turn, or a user turn that starts with
+    `/skill`, is a Skill reference."""
     messages = [
         Message("user", "<command-name>/agentbox:email-search</command-name> find invoices"),
         Message("user", "<command-name>review</command-name><command-name>/b</command-name>"),
@@ -176,11 +178,13 @@ def test_slash_commands_in_user_turns() -> None:
         Message("user", "/email-search typed without the tags"),
     ]
     assert tool_refs(messages) == [
-        ToolRef("Skill", "agentbox:email-search"),
+        ToolRef("Skill", "/agentbox:email-search"),
         ToolRef("Skill", "review"),
-        ToolRef("Skill", "b"),
+        ToolRef("Skill", "/b"),
+        ToolRef("Skill", "/two words"),
+        ToolRef("Skill", "/email-search"),
     ]
-    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 1, ("Skill",))
+    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 2, ("Skill",))
 
 
 def test_a_user_command_precedes_the_turns_tool_uses() -> None:
@@ -190,7 +194,7 @@ def test_a_user_command_precedes_the_turns_tool_uses() -> None:
         "<command-name>/email-search</command-name>",
         tool_uses=[ToolUse("u1", "Read", {})],
     )
-    assert tool_refs([turn]) == [ToolRef("Skill", "email-search"), ToolRef("Read")]
+    assert tool_refs([turn]) == [ToolRef("Skill", "/email-search"), ToolRef("Read")]
 
 
 # -- sticky taint -------------------------------------------------------------------------------
@@ -306,3 +310,141 @@ def test_configured_accepts_any_iterable() -> None:
     """Generators and tuples work as well as lists."""
     fence = TaintFence.configured((t for t in ["mcp__y__"]), ("s",), replace_defaults=True)
     assert fence.names == ("mcp__y__", "s")
+
+
+# -- one matcher for every spelling ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tool", "skill", "server"),
+    [
+        ("mcp__Email-Gateway__ask_email", None, None),
+        ("mcp__email_gateway__ask_email", None, None),
+        ("MCP__EMAIL-GATEWAY__ask_email", None, None),
+        ("mcp__email-gateway", None, None),
+        ("email-gateway__ask_email", None, None),  # Codex and Gemini CLI name MCP tools so
+        ("mcp__plugin_mail_email-gateway__ask", None, None),  # Claude Code plugin MCP servers
+        ("ask_email", None, "email-gateway"),  # Anthropic mcp_tool_use.server_name
+        ("ask_email", None, "Email_Gateway"),  # Responses mcp_call.server_label
+        ("", None, "email-gateway"),
+        ("Skill", "email-search", None),
+        ("Skill", "Email-Search", None),
+        ("Skill", "/email-search", None),
+        ("Skill", "/email_search some arguments", None),
+        ("Skill", "agentbox:email-search", None),
+        ("skill", "email-search", None),
+        ("SKILL", "plugin/email-search", None),
+        ("email-search", None, None),  # a skill exposed as a tool
+        ("mcp__claude_ai_gmail__search", None, None),
+    ],
+)
+def test_every_spelling_of_a_fenced_name_is_fenced(
+    tool: str, skill: str | None, server: str | None
+) -> None:
+    """Case-folded, `-` and `_` alike, the server wherever the formats put it, skills by any of
+    their spellings."""
+    assert FENCE.taints(tool, skill, server)
+
+
+def test_operator_entries_of_every_form() -> None:
+    """A bare server name, `<server>__` and a tool prefix under a server all fence."""
+    fence = TaintFence.configured(["crm", "billing__", "mcp__vault__read_"], [])
+    assert fence.taints("mcp__CRM__lookup")
+    assert fence.taints("crm__lookup")
+    assert fence.taints("crm-export")  # a plain-name prefix too
+    assert fence.taints("mcp__billing__x")
+    assert fence.taints("mcp__vault__read_secret")
+    assert not fence.taints("mcp__vault__list")
+    assert not fence.taints("mcp__other__lookup")
+
+
+def _decoded(body: dict[str, Any]) -> list[ToolRef]:
+    return body_refs(body)
+
+
+def test_body_refs_read_every_wire_format() -> None:
+    """Chat tool calls, Anthropic tool_use and mcp_tool_use, Responses function_call and
+    mcp_call: every call of a decoded body, and no tool declaration."""
+    chat = {
+        "messages": [
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "Skill", "arguments": '{"command": "/email-search"}'},
+                    }
+                ],
+            }
+        ],
+        "tools": [{"type": "function", "function": {"name": EMAIL, "parameters": {}}}],
+    }
+    assert _decoded(chat) == [ToolRef("Skill", "/email-search")]
+    anthropic = {
+        "messages": [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": "t1", "name": "Read", "input": {}},
+                    {
+                        "type": "mcp_tool_use",
+                        "id": "t2",
+                        "name": "ask",
+                        "server_name": "email-gateway",
+                        "input": {},
+                    },
+                ],
+            }
+        ],
+        "tools": [{"name": EMAIL, "input_schema": {}}],
+        "mcp_servers": [{"name": "email-gateway", "type": "url", "url": "https://x"}],
+    }
+    assert _decoded(anthropic) == [ToolRef("Read"), ToolRef("ask", None, "email-gateway")]
+    responses = {
+        "input": [
+            {"type": "function_call", "name": "Skill", "arguments": '{"name": "email-search"}'},
+            {"type": "mcp_call", "name": "ask", "server_label": "email-gateway", "arguments": "{}"},
+            {"type": "mcp_list_tools", "server_label": "email-gateway", "tools": []},
+        ],
+        "tools": [{"type": "mcp", "server_label": "email-gateway"}],
+    }
+    assert _decoded(responses) == [
+        ToolRef("Skill", "email-search"),
+        ToolRef("ask", None, "email-gateway"),
+    ]
+    for body in (chat, anthropic, responses):
+        assert FENCE.scan(_decoded(body)).tainted
+
+
+def test_body_refs_stop_at_the_depth_bound() -> None:
+    """A hostile body nested past the bound is walked without recursion, and its depths past
+    the bound are not read."""
+    deep: Any = {"type": "tool_use", "name": EMAIL, "input": {}}
+    for _ in range(5000):
+        deep = [deep]
+    assert body_refs({"messages": deep}) == []
+    shallow: Any = {"type": "tool_use", "name": EMAIL, "input": {}}
+    for _ in range(10):
+        shallow = [shallow]
+    assert body_refs({"messages": shallow}) == [ToolRef(EMAIL)]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"name": "mcp__Email-Gateway__x"}',
+        b'{"name": "mcp__\\u0065mail-gateway__x"}',
+        b'{"name": "mcp__EMAIL_GATEWAY__x"}',
+        b'{"skill": "/Email-Search"}',
+        b'{"name": "mcp__\\u0065mail-gateway__x", "broken": ',  # undecodable: may hold anything
+    ],
+)
+def test_the_byte_precheck_sees_every_spelling(raw: bytes) -> None:
+    """The gateway's byte pre-check never lets a fenced spelling skip the scan."""
+    assert FENCE.may_call(raw)
+
+
+def test_the_byte_precheck_passes_clean_bodies() -> None:
+    assert not FENCE.may_call(b'{"messages": [{"role": "user", "content": "hello \\u00e9"}]}')
+    assert not TaintFence((), ()).may_call(b'{"name": "mcp__email-gateway__x"}')

@@ -1,0 +1,81 @@
+"""What a request proves about its session, for the fence: whether its transcript shows the
+session from its start, and which calls its decoded body holds.
+
+A transcript that continues one factrail has not seen whole cannot prove that no fenced call
+happened before it: a client's own compaction (Claude Code, Codex, Gemini CLI summaries), an
+opaque Responses `compaction` item, or history kept by the provider (`previous_response_id`,
+`conversation`). Such a session is judged as if tainted unless factrail saw it from its start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from factrail.core.model import Message, is_prompt
+from factrail.policy.taint import ToolRef, body_refs
+
+CONTINUATION_MARKERS = (
+    "This session is being continued from a previous conversation",
+    "Another language model started to solve this problem and produced a summary",
+    "<state_snapshot>",
+)
+"""How Claude Code, Codex CLI and Gemini CLI open a transcript rebuilt by their own compaction
+(in one of its first user messages)."""
+OPENING = 6
+"""How many messages from the start may hold a continuation marker."""
+COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
+"""Responses items standing for history the provider compacted (encrypted, unreadable)."""
+SERVER_HISTORY = ("previous_response_id", "conversation")
+"""Responses fields that leave earlier turns on the provider's side."""
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a request tells the fence beyond the engine's messages."""
+
+    refs: tuple[ToolRef, ...] | None = None
+    """Every call of the decoded wire body (None: the engine's messages are scanned)."""
+    aliases: tuple[str, ...] = ()
+    """Other keys the session's taint is kept under (the client's own session id), so that it
+    survives a new head, a changed session header or the client's own compaction."""
+    continued: str | None = None
+    """Why the transcript may not show the session from its start (None: it does)."""
+
+
+def continued(body: Mapping[str, Any] | None, messages: Sequence[Message]) -> str | None:
+    """Why a transcript may not show its session from the start, or None when it does."""
+    if body is not None:
+        for name in SERVER_HISTORY:
+            if body.get(name):
+                return f"earlier turns are kept by the provider ({name})"
+        items = body.get("input")
+        if isinstance(items, list) and any(
+            isinstance(i, Mapping) and i.get("type") in COMPACTION_ITEMS for i in items
+        ):
+            return "the transcript holds a compaction item"
+    opening = [m.text for m in messages[:OPENING] if is_prompt(m)]
+    if any(marker in text for text in opening for marker in CONTINUATION_MARKERS):
+        return "the transcript continues the client's own compaction"
+    return None
+
+
+def evidence(
+    body: Mapping[str, Any], messages: Sequence[Message], aliases: tuple[str, ...] = ()
+) -> Evidence:
+    """The fence's evidence from a decoded request body."""
+    return Evidence(tuple(body_refs(body)), aliases, continued(body, messages))
+
+
+def raw_evidence(data: bytes | str, messages: Sequence[Message]) -> Evidence:
+    """The fence's evidence from a transcript file or body as read (the CLI, the library):
+    its decoded calls when it is one JSON value, else the engine's messages are scanned."""
+    try:
+        body = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Evidence(continued=continued(None, messages))
+    top = body if isinstance(body, Mapping) else None
+    return Evidence(tuple(body_refs(body)), (), continued(top, messages))
