@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: run test lint types unit gate test-matrix bench clean
+.PHONY: run test lint types unit node-deps gate test-matrix bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,17 @@ lint: $(STAMP_DEV)
 types: $(STAMP_DEV)
 	$(BIN)/mypy factrail app
 
-unit: $(STAMP_DEV)
+unit: $(STAMP_DEV) node-deps
 	$(BIN)/pytest -q
+
+# Claude Code, pinned in plugin/package-lock.json, for tests/integration/test_claude_code_bill.py
+# (skipped without it). Installed into plugin/node_modules, never globally.
+node-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		cd plugin && npm ci --no-audit --no-fund; \
+	else \
+		echo "node-deps: npm not found, skipping Claude Code (its end-to-end bill test will skip)"; \
+	fi
 
 gate: $(STAMP_DEV)
 	$(BIN)/factrail eval --synthetic 40 --seed 0 --gate eval/baseline.json
