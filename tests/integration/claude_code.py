@@ -1,0 +1,146 @@
+"""Run the pinned Claude Code CLI (`plugin/node_modules`) through one scripted session, and price
+it from the scripted endpoint's usage records (`tests/integration/scripted_anthropic.py`).
+
+Shared by `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from factrail.policy.cost import ANTHROPIC, Prices
+from tests.integration.processes import ROOT, Process, free_port, start_factrail
+from tests.integration.scripted_anthropic import write_project
+
+CLAUDE = ROOT / "plugin" / "node_modules" / ".bin" / "claude"
+PROMPT = "Find the release signing key fingerprint in this project's notes and report it."
+RUN_TIMEOUT_S = 120
+
+
+def fact_token() -> str:
+    """A fresh 12-hex-digit token with a letter and a digit (a hex id to factrail's rules)."""
+    while True:
+        token = secrets.token_hex(6)
+        if re.search(r"[a-f]", token) and re.search(r"\d", token):
+            return token
+
+
+@dataclass
+class Session:
+    """One Claude Code run: its exit code, its JSON result and the endpoint's records of it."""
+
+    returncode: int
+    result: dict[str, Any]
+    records: list[dict[str, Any]]
+    token: str
+    stderr: str = ""
+    prices: Prices = field(default=ANTHROPIC)
+
+    @property
+    def billed(self) -> float:
+        """Input token-units: uncached × 1, cache writes × `write`, cache reads × `cached`."""
+        return float(
+            sum(
+                r.get("input_tokens", 0)
+                + r.get("cache_creation", 0) * self.prices.write
+                + r.get("cache_read", 0) * self.prices.cached
+                for r in self.records
+            )
+        )
+
+    def total(self, key: str) -> int:
+        return sum(int(r.get(key, 0)) for r in self.records)
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("status") != 200]
+
+    @property
+    def main(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("kind") == "main"]
+
+    @property
+    def cache_read_share(self) -> float:
+        read = self.total("cache_read")
+        whole = read + self.total("cache_creation") + self.total("input_tokens")
+        return read / whole if whole else 0.0
+
+
+def run_session(endpoint: str, base_url: str, steps: int, work: Path) -> Session:
+    """Script `steps` tool calls on the endpoint (root URL), write the project they read under
+    `work`, and run Claude Code there against `base_url` (the endpoint, or factrail)."""
+    project, home = work / "project", work / "home"
+    project.mkdir(parents=True)
+    home.mkdir()
+    token = fact_token()
+    write_project(project, steps, token)
+    script = {"root": str(project), "steps": steps, "fact_token": token}
+    httpx.post(f"{endpoint}/_configure", json=script, timeout=10).raise_for_status()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "IS_SANDBOX": "1",
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "scripted-" + secrets.token_hex(8),
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+    args = [str(CLAUDE), "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions"]
+    done = subprocess.run(
+        args, cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+    )
+    try:
+        result = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        result = {"unparsed": done.stdout[-2000:]}
+    records = httpx.get(f"{endpoint}/_records", timeout=10).json()
+    return Session(done.returncode, result, records, token, done.stderr[-2000:])
+
+
+def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:
+    """`factrail serve` (a real process) in front of the endpoint under the Anthropic prices:
+    its root URL and process."""
+    unused_openai = f"http://127.0.0.1:{free_port()}/v1"
+    url, proc = start_factrail(
+        unused_openai,
+        home,
+        FACTRAIL_ANTHROPIC_UPSTREAM_URL=endpoint,
+        FACTRAIL_PRICE_PROFILE="anthropic",
+        FACTRAIL_TRIGGER_TOKENS=str(trigger),
+        FACTRAIL_REARM_TOKENS="0",
+        FACTRAIL_READ_TIMEOUT_S="60",
+        **env,
+    )
+    return url.removesuffix("/v1"), proc
+
+
+def counters(gateway: str) -> dict[str, float]:
+    """factrail's request outcomes on `/v1/messages` and its compactions, from `/metrics`."""
+    text = httpx.get(f"{gateway}/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^(factrail_\w+)\{([^}]*)\} (\S+)$", text, re.MULTILINE):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[2]))
+        if m[1] == "factrail_requests_total" and labels.get("route") == "messages":
+            key = labels["outcome"]
+        elif m[1] == "factrail_compactions_total":
+            key = "compactions"
+        else:
+            continue
+        out[key] = out.get(key, 0.0) + float(m[3])
+    return out
+
+
+def workdir() -> Path:
+    return Path(tempfile.mkdtemp(prefix="factrail-cc-"))

@@ -1,0 +1,104 @@
+"""The bill of a real client: Claude Code (pinned in `plugin/`) runs one scripted tool loop
+direct against a scripted Anthropic endpoint and once through `factrail serve`; both sessions
+are priced from the endpoint's own usage records under the `anthropic` profile (input 1,
+cache write 1.25, cache read 0.1). See `bench/claude_code_bill.py` for the same figures printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.integration.claude_code import CLAUDE, Session, counters, run_session, start_gateway
+from tests.integration.processes import start_fake, stop
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not CLAUDE.exists(), reason="Claude Code not installed: run `make node-deps` (needs npm)"
+    ),
+]
+
+TRIGGER = 44_000
+SHORT, ONCE, LONG = 16, 22, 40
+"""Tool calls per session: below the trigger, past it once near the end, past it many times."""
+
+
+@dataclass
+class Stack:
+    endpoint: str
+    gateway: str
+    work: Path
+    runs: int = 0
+
+    def pair(self, steps: int) -> tuple[Session, Session, dict[str, float]]:
+        """The session direct, then through factrail, and factrail's counters for the latter."""
+        self.runs += 1
+        before = counters(self.gateway)
+        direct = run_session(self.endpoint, self.endpoint, steps, self.work / f"{self.runs}-a")
+        through = run_session(self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b")
+        after = counters(self.gateway)
+        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
+              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
+        return direct, through, delta
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("cc")
+    endpoint, fake = start_fake("tests.integration.scripted_anthropic:app")
+    try:
+        gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
+        try:
+            yield Stack(endpoint, gateway, work)
+        finally:
+            stop(proxy)
+    finally:
+        stop(fake)
+
+
+def completed(session: Session) -> None:
+    """Claude Code finished, every request was valid, and the fact came back from the early
+    result where it was planted, both in the upstream's last request and in the answer."""
+    assert session.returncode == 0, session.stderr
+    assert session.result.get("is_error") is False, session.result
+    assert session.rejected == [], session.rejected
+    last = session.main[-1]
+    assert last["fact_kept"] is True
+    assert last["answered_fact"] == session.token
+    assert session.token in session.result["result"]
+
+
+def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(SHORT)
+    completed(direct)
+    completed(through)
+    assert len(through.main) == len(direct.main) == SHORT + 1
+    assert factrail.get("compactions", 0) == 0
+    assert through.billed <= direct.billed
+
+
+def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(LONG)
+    completed(direct)
+    completed(through)
+    assert len(through.main) == len(direct.main) == LONG + 1
+    assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
+    assert through.billed < direct.billed
+
+
+@pytest.mark.xfail(
+    reason="a compaction re-writes what follows its first changed message at 1.25x and pays back "
+    "only after ~13 more turns; this session ends 4 turns after its one compaction (x1.10)",
+    strict=False,
+)
+def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(ONCE)
+    completed(direct)
+    completed(through)
+    assert factrail["compacted"] >= 1
+    assert through.billed <= direct.billed
