@@ -2336,7 +2336,9 @@ sp_estimate_tokens(PyObject *Py_UNUSED(mod), PyObject *arg)
 /* ---- redaction's anchors ------------------------------------------------------------------ */
 
 /* anchors_in(text, anchors) -> the set of `anchors` (a tuple of ASCII strs of at least 2 chars)
- * that occur in `text`. One pass: a table of the anchors' first two chars, then a compare. */
+ * that occur in `text`. One pass: a table of the anchors' first two chars, then a compare with
+ * only the anchors that start with the char at hand (chained by first char), so a common pair
+ * such as "se" costs a few compares however many anchors there are. */
 static PyObject *
 sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2350,20 +2352,31 @@ sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
     PyObject *anchors = args[1];
     const Py_ssize_t m = PyTuple_GET_SIZE(anchors);
     unsigned char pairs[128][16]; /* bit c1 of row c0: some anchor starts with c0 c1 */
+    Py_ssize_t head[128];         /* the last anchor starting with c0, or -1 */
     memset(pairs, 0, sizeof pairs);
+    for (int c = 0; c < 128; c++)
+        head[c] = -1;
+    Py_ssize_t *next = PyMem_New(Py_ssize_t, m > 0 ? m : 1); /* the anchor before k, same c0 */
+    if (next == NULL)
+        return PyErr_NoMemory();
     for (Py_ssize_t k = 0; k < m; k++) {
         PyObject *a = PyTuple_GET_ITEM(anchors, k);
         if (!PyUnicode_Check(a) || ready(a) < 0 || !PyUnicode_IS_ASCII(a) ||
             PyUnicode_GET_LENGTH(a) < 2) {
+            PyMem_Free(next);
             PyErr_SetString(PyExc_ValueError, "anchors must be ASCII strs of 2 chars or more");
             return NULL;
         }
         const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
         pairs[d[0]][d[1] >> 3] |= (unsigned char)(1u << (d[1] & 7));
+        next[k] = head[d[0]];
+        head[d[0]] = k;
     }
     PyObject *out = PySet_New(NULL);
-    if (out == NULL)
+    if (out == NULL) {
+        PyMem_Free(next);
         return NULL;
+    }
     const int kind = t.kind;
     const void *data = t.data;
     for (Py_ssize_t i = 0; i + 1 < t.n && PySet_GET_SIZE(out) < m; i++) {
@@ -2373,21 +2386,23 @@ sp_anchors_in(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ssize_t nargs)
         Py_UCS4 c1 = PyUnicode_READ(kind, data, i + 1);
         if (c1 >= 128 || !(pairs[c0][c1 >> 3] & (1u << (c1 & 7))))
             continue;
-        for (Py_ssize_t k = 0; k < m; k++) {
+        for (Py_ssize_t k = head[c0]; k >= 0; k = next[k]) {
             PyObject *a = PyTuple_GET_ITEM(anchors, k);
             const Py_ssize_t len = PyUnicode_GET_LENGTH(a);
             const Py_UCS1 *d = PyUnicode_1BYTE_DATA(a);
-            if (d[0] != c0 || d[1] != c1 || i + len > t.n)
+            if (d[1] != c1 || i + len > t.n)
                 continue;
             Py_ssize_t j = 2;
             while (j < len && PyUnicode_READ(kind, data, i + j) == d[j])
                 j++;
             if (j == len && PySet_Add(out, a) < 0) {
                 Py_DECREF(out);
+                PyMem_Free(next);
                 return NULL;
             }
         }
     }
+    PyMem_Free(next);
     return out;
 }
 

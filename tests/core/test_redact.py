@@ -242,7 +242,10 @@ def test_all_letter_bearer_tokens_are_secrets_but_words_are_not() -> None:
 _ANCHOR_PIECES = st.sampled_from(
     ["sk-", "sk-ant-", "_live_", "_test_", "ghp_", "AKIA", "eyJ", ":AA", "SG.", "xox", "x", "-",
      "_", " ", "\n", "é", "🔑", "S", "k", "-----BEGIN", "-----BEGIN ", "github_pat", "nsec1",
-     "glpat-", "sk-or-v", "aws_secret_access_ke", "y", "A", "I", "G", "gh", "o_", "Ё"]
+     "glpat-", "sk-or-v", "aws_secret_access_ke", "y", "A", "I", "G", "gh", "o_", "Ё",
+     # anchors sharing a first char, which the kernel chains: s, S, k, h, d, :
+     "SK", "sig=", "secret_", "sntryu_", "sq0atp-", "shpat_", "key-", "hvs.", "hf_", "dp.pt.",
+     "dapi", "://", "-us1", "-us", "whsec_", "Q~"]
 )  # fmt: skip
 
 
