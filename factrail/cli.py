@@ -158,9 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "serve":
+            host = args.host or "127.0.0.1"
+            _check_bind(host)
             from app.main import serve
 
-            serve(host=args.host or "127.0.0.1", port=args.port or 8080)
+            serve(host=host, port=args.port or 8080)
             return 0
         if args.command == "compact":
             return asyncio.run(_compact(args))
@@ -185,6 +187,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"factrail: {err}", file=sys.stderr)
         return 1
     return 2
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback bind address: `localhost`, 127.0.0.0/8 or ::1."""
+    import ipaddress
+
+    name = host.strip().strip("[]").rstrip(".").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_bind(host: str) -> None:
+    """Refuse a bind anyone else can reach while the admin routes are open to all."""
+    from factrail.settings import Settings
+
+    if is_loopback(host) or Settings().admin_key.get_secret_value().strip():
+        return
+    raise CliError(
+        f"refusing to serve on {host}: it is not a loopback address and FACTRAIL_ADMIN_KEY is"
+        " unset, so saved outputs and session reports would answer anyone who can reach it."
+        " Set FACTRAIL_ADMIN_KEY (a long random string) or bind 127.0.0.1."
+    )
 
 
 def _source(args: argparse.Namespace) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from factrail.cli import main
+from factrail.cli import is_loopback, main
 from factrail.core.formats.detect import parse_any
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deploy-session.json"
@@ -159,3 +159,49 @@ def test_eval_report_and_dataset(tmp_path: Path) -> None:
     assert sum(manifest["counts"].values()) > 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o700
     assert main(["dataset", "--synthetic", "2", "--out", str(out)]) == 1
+
+
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "127.1.2.3", "localhost", "LocalHost.", "::1", "[::1]"]
+)
+def test_loopback_addresses(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "example.com", "", "192.168.1.1"])
+def test_other_addresses_are_not_loopback(host: str) -> None:
+    assert not is_loopback(host)
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Where `factrail serve` would have run the gateway (uvicorn is never started)."""
+    import app.main
+
+    calls: list[tuple[str, int]] = []
+    monkeypatch.setattr(app.main, "serve", lambda host, port: calls.append((host, port)))
+    monkeypatch.delenv("FACTRAIL_ADMIN_KEY", raising=False)
+    return calls
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "gateway.example"])
+def test_serve_refuses_a_public_bind_without_the_admin_key(
+    host: str, served: list[tuple[str, int]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--host", host]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"factrail: refusing to serve on {host}")
+    assert "FACTRAIL_ADMIN_KEY" in err
+    assert served == []
+
+
+def test_serve_binds_loopback_without_a_key_and_anything_with_one(
+    served: list[tuple[str, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["serve"]) == 0
+    assert main(["serve", "--host", "localhost", "--port", "9000"]) == 0
+    monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "   ")  # blank is no key
+    assert main(["serve", "--host", "0.0.0.0"]) == 1
+    monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "adm-" + "x1" * 12)
+    assert main(["serve", "--host", "0.0.0.0"]) == 0
+    assert served == [("127.0.0.1", 8080), ("localhost", 9000), ("0.0.0.0", 8080)]

@@ -116,3 +116,14 @@ def test_startup_logs_which_engine_path_runs(
     ):
         pass
     assert any(kernels.describe() in r.getMessage() for r in caplog.records)
+
+
+def test_compose_publishes_on_loopback_and_requires_the_admin_key() -> None:
+    yaml = pytest.importorskip("yaml")
+    compose = Path(__file__).resolve().parents[2] / "deploy" / "compose.yaml"
+    services = yaml.safe_load(compose.read_text())["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), (name, port)
+    admin = services["factrail"]["environment"]["FACTRAIL_ADMIN_KEY"]
+    assert admin.startswith("${FACTRAIL_ADMIN_KEY:?")  # compose refuses to start without it
