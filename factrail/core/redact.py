@@ -164,8 +164,9 @@ _FAMILIES: tuple[_Family, ...] = (
     ),
     _family(
         "aws-secret",
-        r"(aws_secret_access_key[\"'\s=:]+)([A-Za-z0-9/+=]{30,})",
+        r"((?:aws_secret_access_key|secret access key)[\"'`\]\s=:]+)([A-Za-z0-9/+=]{30,})",
         "aws_secret_access_key",
+        "secret access key",
         flags=re.IGNORECASE,
         label=True,
     ),
@@ -288,7 +289,7 @@ literal it starts with: one pattern each, each run only on a text holding its li
 pattern starting with a literal is scanned for far faster than an alternation."""
 _SLOT_REST = (
     r"(?P<suffix>[\w-]{0,24}?)"
-    r"(?P<sep>(?:\\?[\"'])?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}"
+    r"(?P<sep>(?:\\?[\"']\]?)?[ \t]{0,3}(?::=|=>|[:=])[ \t]{0,3}"
     r"(?:(?:bearer|basic|token|digest)[ \t]+)?)"
     r"(?P<quote>\\?[\"'`])?"
     rf"(?P<value>[^\s\"'`<>{{}}()\[\],;\\&|=:]{_SLOT_VALUE_CHARS}{{3,}})"

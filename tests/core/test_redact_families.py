@@ -242,6 +242,24 @@ def _cases() -> list[Case]:
         Case("named", f"DD_API_KEY={(s := rand(HEX, 32))}", s, "API_KEY=xxx"),
         Case(
             "named",
+            f'os.environ["DB_PASSWORD"] = "{(s := mixed(16))}"',
+            s,
+            'password = os.environ["DB_PASSWORD"]',
+        ),
+        Case(
+            "aws-secret",
+            f'os.environ["AWS_SECRET_ACCESS_KEY"] = "{(s := rand(ALNUM, 40))}"',
+            s,
+            'os.environ["AWS_SECRET_ACCESS_KEY"]',
+        ),
+        Case(
+            "aws-secret",
+            f"- Secret Access Key: `{(s := rand(ALNUM + '/+', 40))}`",
+            s,
+            "- Secret Access Key: `<from the console>`",
+        ),
+        Case(
+            "named",
             f"  password: {(s := rand(LOWER, 7))}\n",
             s,
             "  password: changeme\n  password: hashedPassword\n",
