@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 
 import httpx
 import uvicorn
@@ -17,15 +18,16 @@ from app.metrics import Metrics
 from app.proxy import Gateway
 from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
+from app.sweeper import sweep_outputs
 from app.upstream import make_client
 from factrail import __version__
 from factrail.core import kernels
 from factrail.judges import configured_judge, make_judge
 from factrail.judges.base import JudgeConfigError
 from factrail.settings import Settings
-from factrail.stores import open_state_store, output_store, state_url
+from factrail.stores import open_state_store, state_url
 from factrail.stores.decisions import DecisionLog
-from factrail.stores.outputs import OutputStore
+from factrail.stores.outputs import DAY_SECONDS, OutputStore
 from factrail.stores.paths import data_root
 from factrail.stores.state import StateStore
 
@@ -86,8 +88,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
         http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
-        store = state or open_state_store(state_url(cfg.state_url))
-        saved = outputs or output_store(cfg.outputs_dir, cfg.known_secrets())
+        store = state or open_state_store(
+            state_url(cfg.state_url),
+            max_bytes=cfg.state_max_bytes,
+            taint_keep_seconds=cfg.outputs_retention_days * DAY_SECONDS,
+        )
+        saved = outputs or cfg.output_store()
         metrics = Metrics()
         try:
             engine = engine_factory(cfg, store, saved, metrics, http)
@@ -97,9 +103,18 @@ def create_app(
         app.state.gateway = Gateway(cfg, metrics, http, engine)
         app.state.state_store = store
         app.state.outputs = saved
+        sweeper = None
+        if saved is not None and cfg.outputs_sweep_interval_s > 0:
+            sweeper = asyncio.create_task(
+                sweep_outputs(saved, cfg.outputs_sweep_interval_s, metrics)
+            )
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with suppress(asyncio.CancelledError):
+                    await sweeper
             if engine is not None:
                 engine.compactor.close()
             await http.aclose()

@@ -12,6 +12,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from app.usage import Usage
 from factrail import __version__
 from factrail.session import TurnResult
+from factrail.stores.outputs import SweepReport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 TOKEN_BUCKETS = (
@@ -30,6 +31,7 @@ JUDGE_ERROR_KINDS = frozenset({"transport", "deadline", "status", "malformed", "
 FAILURE_PHASES = ("parse", "compact", "serialise", "injected")
 """Where a compaction step failed open (the `reason` label)."""
 COUNT_BUCKETS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
+SAVE_FAILURE_REASONS = ("quota", "error")
 
 
 class Metrics:
@@ -105,6 +107,23 @@ class Metrics:
             self.failures.labels(phase)
         self.redactions = Counter(
             p + "redactions", "Credentials redacted in saved outputs.", ["family"], registry=r
+        )
+        self.save_failures = Counter(
+            p + "outputs_save_failures",
+            "Reduced originals not saved (their notes name the call): the byte quota or an error.",
+            ["reason"],
+            registry=r,
+        )
+        for reason in SAVE_FAILURE_REASONS:
+            self.save_failures.labels(reason)
+        self.outputs_removed = Counter(
+            p + "outputs_removed",
+            "Saved outputs removed by the timed sweep: past the retention, or over a quota.",
+            ["reason"],
+            registry=r,
+        )
+        self.outputs_bytes = Gauge(
+            p + "outputs_bytes", "Bytes of saved outputs after the last sweep.", registry=r
         )
         self.reapplied = Counter(
             p + "reapplied_results", "Tool results re-reduced from a stored plan.", registry=r
@@ -188,6 +207,8 @@ class Metrics:
             self.judge_requests.labels(result.judge, label).inc(count)
         for family, count in result.redactions.items():
             self.redactions.labels(family).inc(count)
+        for reason, count in result.save_failures.items():
+            self.save_failures.labels(reason).inc(count)
         if result.fenced:
             self.fenced.inc()
         if result.outcome != "compacted":
@@ -201,6 +222,14 @@ class Metrics:
         self.tokens_saved.inc(max(result.tokens_before - result.tokens_after, 0))
         self.invalidated.observe(result.invalidated_tokens)
         self.session_compactions.observe(result.compactions)
+
+    def record_sweep(self, report: SweepReport) -> None:
+        """One sweep of the saved outputs."""
+        if report.expired:
+            self.outputs_removed.labels("expired").inc(report.expired)
+        if report.evicted:
+            self.outputs_removed.labels("quota").inc(report.evicted)
+        self.outputs_bytes.set(report.bytes)
 
     def render(self) -> bytes:
         """The text exposition format."""

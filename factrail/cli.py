@@ -94,9 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     out = sub.add_parser("outputs", help="saved full outputs")
     osub = out.add_subparsers(dest="action", required=True)
     get = osub.add_parser("get", help="print one saved output")
-    get.add_argument("id", help="<session>/<tool_use_id>, as the note in the reduced text says")
+    get.add_argument(
+        "id", help="<capability>/<tool_use_id> (or its /v1/factrail/outputs/ URL), as the note says"
+    )
     exp = osub.add_parser("expire", help="delete saved outputs older than N days")
-    exp.add_argument("--days", type=float, default=30.0)
+    exp.add_argument("--days", type=float, default=None, help="default the retention (30)")
 
     ins = sub.add_parser("inspect", help="show what a session's last compactions did")
     ins.add_argument("session", nargs="?", help="the session key (see --list)")
@@ -267,7 +269,6 @@ async def _compact(args: argparse.Namespace) -> int:
     from factrail.api import compact_transcript
     from factrail.judges import JudgeConfigError
     from factrail.policy.trigger import soft_line
-    from factrail.stores import output_store
 
     path: Path = args.file
     if not path.is_file():
@@ -277,7 +278,7 @@ async def _compact(args: argparse.Namespace) -> int:
     settings = _settings(args)
     outputs = None
     if args.save_outputs:
-        outputs = output_store(settings.outputs_dir, settings.known_secrets())
+        outputs = settings.output_store()
         if outputs is None:
             raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     started = time.perf_counter()
@@ -349,14 +350,12 @@ def _show_settings(args: argparse.Namespace) -> int:
 
 def _outputs(args: argparse.Namespace) -> int:
     from factrail.settings import Settings
-    from factrail.stores import output_store
 
-    settings = Settings()
-    store = output_store(settings.outputs_dir, settings.known_secrets())
+    store = Settings().output_store()
     if store is None:
         raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     if args.action == "get":
-        text = store.get(args.id)
+        text = store.get(local_output_id(args.id))
         if text is None:
             raise CliError(f"no saved output {args.id!r}")
         sys.stdout.write(text)
@@ -364,3 +363,10 @@ def _outputs(args: argparse.Namespace) -> int:
     removed = store.expire(time.time(), days=args.days)
     print(json.dumps({"removed": removed}))
     return 0
+
+
+def local_output_id(value: str) -> str:
+    """The output id in what a user pasted: the id itself, or a URL or route ending in it."""
+    value = value.strip().strip("`")
+    _, sep, rest = value.partition("/factrail/outputs/")
+    return rest if sep else value

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -38,6 +38,8 @@ from factrail.core.plan import CompactOptions
 from factrail.policy.taint import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, TaintFence
 from factrail.policy.trigger import Trigger
 from factrail.session.options import EngineOptions
+from factrail.stores import output_store
+from factrail.stores.outputs import OutputLimits, OutputStore
 
 log = logging.getLogger("factrail.settings")
 
@@ -65,6 +67,8 @@ DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
 KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
 """A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: clamped inside."""
 OUTPUTS_ROUTE = "/v1/factrail/outputs/"
+MIN_SECRET_CHARS = 16
+"""A shorter `outputs_secret` is malformed (the generated one is used instead)."""
 
 StrList = Annotated[tuple[str, ...], NoDecode]
 IntMap = Annotated[dict[str, int], NoDecode]
@@ -104,7 +108,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = 32 * 1024 * 1024
     """Larger request bodies get a 413."""
     admin_key: SecretStr = SecretStr("")
-    """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`."""
+    """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`.
+    `factrail serve` refuses to bind anything but a loopback address without it."""
     log_level: str = "INFO"
     """One JSON line per request on stderr (never bodies or credentials)."""
 
@@ -195,12 +200,32 @@ class Settings(BaseSettings):
     (default `$XDG_DATA_HOME/factrail/state.db`) or `memory://`. SQLite runs in WAL mode,
     bounded to 10,000 sessions with 30-day expiry. Losing it costs cache hits and judge calls,
     never a request."""
+    state_max_bytes: int = Field(default=1024**3, ge=0)
+    """Byte bound of the session records in the SQLite state store (0: none), on top of its
+    10,000-session bound: the least recently updated go first, except tainted records younger
+    than the outputs retention, which are never pruned before their session's outputs."""
     outputs_dir: str = ""
     """Saved full outputs (default `$XDG_CACHE_HOME/factrail/outputs`):
-    `<session>/<tool_use_id>.txt`, redacted, 0600 in 0700 folders, 8 MiB cap, 30-day expiry
-    (`factrail outputs expire`)."""
+    `<capability>/<tool_use_id>.txt`, redacted, 0600 in 0700 folders, 8 MiB cap per output,
+    bounded by the quotas below, expired after the retention (`factrail outputs expire`)."""
     save_outputs: bool = True
     """Save every reduced output before the reduced request leaves."""
+    outputs_secret: SecretStr = SecretStr("")
+    """Keys each session's outputs capability (an HMAC of the session key: the unguessable first
+    part of its output ids and URLs); at least 16 characters. Unset: 32 random bytes made once
+    and kept in `$XDG_DATA_HOME/factrail/outputs.key` (0600), shared by every worker on the
+    volume. Changing it makes earlier notes' output ids unreachable."""
+    outputs_max_bytes: int = Field(default=2 * 1024**3, ge=0)
+    """Total byte quota of saved outputs (0: none); the oldest files go first when a save needs
+    room, and a save that still does not fit is refused (its note then names the call)."""
+    outputs_session_max_bytes: int = Field(default=64 * 1024**2, ge=0)
+    """Per-session byte quota of saved outputs (0: none), enforced the same way."""
+    outputs_retention_days: float = Field(default=30.0, gt=0)
+    """Saved outputs are deleted this many days after they were last saved; tainted session
+    records in the state store are kept at least this long."""
+    outputs_sweep_interval_s: float = Field(default=600.0, ge=0)
+    """How often the gateway sweeps the saved outputs (retention, then both quotas, oldest
+    first; 0: only the daily sweep after a compaction)."""
     record_decisions: bool = True
     """A JSONL decision log per UTC day under `$XDG_DATA_HOME/factrail/decisions`, only for
     model-judged, untainted compactions."""
@@ -284,8 +309,26 @@ class Settings(BaseSettings):
 
     def known_secrets(self) -> list[str]:
         """The configured secrets, for redaction of everything factrail writes or sends."""
-        keys = (self.judge_api_key, self.admin_key)
+        keys = (self.judge_api_key, self.admin_key, self.outputs_secret)
         return [k.get_secret_value() for k in keys if k.get_secret_value()]
+
+    def output_limits(self) -> OutputLimits:
+        """The saved outputs' quotas and retention."""
+        return OutputLimits(
+            max_bytes=self.outputs_max_bytes,
+            session_max_bytes=self.outputs_session_max_bytes,
+            retention_days=self.outputs_retention_days,
+        )
+
+    def output_store(self, env: Mapping[str, str] | None = None) -> OutputStore | None:
+        """The saved-output store as configured (None when no cache folder is usable)."""
+        return output_store(
+            self.outputs_dir,
+            self.known_secrets(),
+            env,
+            secret=self.outputs_secret.get_secret_value(),
+            limits=self.output_limits(),
+        )
 
 
 def _positive(value: Any) -> Any:
@@ -297,6 +340,12 @@ def _positive(value: Any) -> Any:
 def _not_negative(value: Any) -> Any:
     if value < 0:
         raise ValueError("must not be negative")
+    return value
+
+
+def _secret_length(value: SecretStr) -> SecretStr:
+    if 0 < len(value.get_secret_value()) < MIN_SECRET_CHARS:
+        raise ValueError("too short")
     return value
 
 
@@ -323,6 +372,7 @@ _POST_CHECKS: dict[str, Callable[[Any], Any]] = {
     "read_timeout_s": _positive,
     "keep_threshold": _keep_threshold,
     "context_windows": _merge_windows,
+    "outputs_secret": _secret_length,
 }
 
 

@@ -121,13 +121,25 @@ finished).
         "State, saved outputs, decisions",
         (
             "state_url",
+            "state_max_bytes",
             "outputs_dir",
             "save_outputs",
+            "outputs_secret",
+            "outputs_max_bytes",
+            "outputs_session_max_bytes",
+            "outputs_retention_days",
+            "outputs_sweep_interval_s",
             "record_decisions",
             "decisions_retention_days",
             "test_fail_compaction",
         ),
-        "",
+        """\
+A reduced result's note names its saved original as `/v1/factrail/outputs/<capability>/<id>`
+and as `factrail outputs get <capability>/<id>`, never as a path on the server; the capability
+is an HMAC of the session key under `FACTRAIL_OUTPUTS_SECRET`, so only the session that was told
+an id can fetch it (`FACTRAIL_ADMIN_KEY`, when set, is asked for on top). Reads refuse symlinks
+and anything but a regular file of factrail's user. See `docs/outputs.md`.
+""",
     ),
 )
 

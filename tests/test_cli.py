@@ -11,6 +11,7 @@ import pytest
 
 from factrail.cli import is_loopback, main
 from factrail.core.formats.detect import parse_any
+from factrail.settings import Settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "deploy-session.json"
 
@@ -49,18 +50,24 @@ def test_compact_saves_outputs_privately_and_names_them(tmp_path: Path) -> None:
     args = ["compact", str(EXAMPLE), "--out", str(out), "--trigger-tokens", "20000"]
     assert main([*args, "--save-outputs", "--session", "demo"]) == 0
     text = out.read_text()
-    saved = sorted(Path(p) for p in set(_saved_paths(text)))
-    assert saved
-    for p in saved:
+    ids = sorted(set(_saved_ids(text)))
+    assert ids
+    store = Settings().output_store()
+    assert store is not None
+    cap = store.capability("demo")
+    for oid in ids:
+        folder, _, name = oid.partition("/")
+        assert folder == cap
+        p = store.root / folder / f"{name}.txt"
         assert stat.S_IMODE(p.stat().st_mode) == 0o600
         assert stat.S_IMODE(p.parent.stat().st_mode) == 0o700
-        assert p.parent.name == "demo"
+    assert str(store.root) not in text and "demo/" not in text
 
 
-def _saved_paths(text: str) -> list[str]:
+def _saved_ids(text: str) -> list[str]:
     import re
 
-    return re.findall(r"full output saved at (\S+\.txt)", text)
+    return re.findall(r"`factrail outputs get ([0-9a-f]{32}/[^`]+)`", text)
 
 
 def test_outputs_get_and_expire(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,9 +75,16 @@ def test_outputs_get_and_expire(tmp_path: Path, capsys: pytest.CaptureFixture[st
     args = ["compact", str(EXAMPLE), "--out", str(out), "--trigger-tokens", "20000"]
     assert main([*args, "--save-outputs", "--session", "demo"]) == 0
     capsys.readouterr()
-    first = Path(_saved_paths(out.read_text())[0])
-    assert main(["outputs", "get", f"demo/{first.stem}"]) == 0
-    assert capsys.readouterr().out == first.read_text()
+    first = _saved_ids(out.read_text())[0]
+    store = Settings().output_store()
+    assert store is not None
+    saved = store.get(first)
+    assert saved
+    assert main(["outputs", "get", first]) == 0
+    assert capsys.readouterr().out == saved
+    # the URL a note names works too
+    assert main(["outputs", "get", f"http://127.0.0.1:8080/v1/factrail/outputs/{first}"]) == 0
+    assert capsys.readouterr().out == saved
     assert main(["outputs", "get", "../../etc/passwd"]) == 1
     assert "no saved output" in capsys.readouterr().err
     assert main(["outputs", "expire", "--days", "30"]) == 0

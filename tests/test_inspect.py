@@ -53,7 +53,8 @@ def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
     assert h["first_changed_message"] is not None
     first = h["results"][0]
     assert first["kept_chars"] < first["original_chars"]
-    assert first["whole"] == f"{header_key('run-1')}/{first['id']}"
+    cap = OutputStore(tmp_path / "outputs").capability(header_key("run-1"))
+    assert first["whole"] == f"{cap}/{first['id']}"
     assert "[factrail omitted" in first["note"]
     text = render(data)
     assert "tokens re-billed once" in text and first["whole"] in text

@@ -55,6 +55,10 @@ def chat(turns: int, *, tool: str = "Bash", size: int = 4000) -> list[dict[str, 
     return msgs
 
 
+OUTPUTS_SECRET = b"test outputs secret, 32 bytes..."
+"""One secret for every store a test makes, so two stores name a session's outputs alike."""
+
+
 def compactor(
     trigger: int,
     tmp_path: Path | None = None,
@@ -62,7 +66,9 @@ def compactor(
 ) -> tuple[SessionCompactor, MemoryStateStore]:
     """A compactor over memory state; outputs under `tmp_path`."""
     store = MemoryStateStore()
-    outputs = OutputStore(tmp_path / "outputs") if tmp_path is not None else None
+    outputs = (
+        OutputStore(tmp_path / "outputs", secret=OUTPUTS_SECRET) if tmp_path is not None else None
+    )
     # No provider cache to pay back: these tests are about the step, not about when it pays.
     options = engine_options(
         trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0, price_profile="none"
@@ -109,11 +115,16 @@ async def test_outputs_are_saved_before_return_and_the_note_names_them(tmp_path:
         if orig.get("role") == "tool" and orig["content"] != new["content"]
     ]
     assert reduced
+    assert c.writer is not None
+    cap = c.writer.outputs.capability("sess")
     for orig, new in reduced:
-        path = tmp_path / "outputs" / "sess" / f"{orig['tool_call_id']}.txt"
+        path = tmp_path / "outputs" / cap / f"{orig['tool_call_id']}.txt"
         assert path.read_text(encoding="utf-8") == orig["content"]
-        assert str(path) in new["content"]
-        assert f"/v1/factrail/outputs/sess/{orig['tool_call_id']}" in new["content"]
+        oid = f"{cap}/{orig['tool_call_id']}"
+        assert f"full output saved at /v1/factrail/outputs/{oid} (" in new["content"]
+        assert f"`factrail outputs get {oid}`" in new["content"]
+        assert str(tmp_path) not in new["content"]  # never a path on the server
+        assert "/sess/" not in new["content"]  # nor the session key
 
 
 async def test_next_turn_reapplies_the_plan_byte_identically(tmp_path: Path) -> None:
@@ -284,7 +295,8 @@ async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path:
     briefed = [u for m in out.messages for u in m.tool_uses if "chars]" in u.input["content"]]
     assert briefed
     for u in briefed:
-        saved = tmp_path / "outputs" / "w" / f"{u.tool_use_id}.input.txt"
+        cap = OutputStore(tmp_path / "outputs", secret=OUTPUTS_SECRET).capability("w")
+        saved = tmp_path / "outputs" / cap / f"{u.tool_use_id}.input.txt"
         assert json.loads(saved.read_text())["content"].startswith("line 0 of the module")
     assert texts(result.document) == texts(wire)
 
@@ -300,7 +312,8 @@ async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: 
     result = await c.compact("s", openai_chat.parse(chat(30)))
     assert result.outcome == "compacted"
     assert not old.exists()
-    assert (tmp_path / "outputs" / "s").is_dir()
+    assert c.writer is not None
+    assert (tmp_path / "outputs" / c.writer.outputs.capability("s")).is_dir()
 
 
 async def test_a_fenced_call_below_the_trigger_taints_the_session_for_good() -> None:

@@ -78,3 +78,21 @@ def test_compacting_a_compacted_transcript_keeps_every_note(tmp_path: Path) -> N
     assert noted
     for call in noted:
         assert second[call] == first[call]
+
+
+def test_every_way_a_note_names_a_saved_output_is_a_retrieval() -> None:
+    from factrail.core.classify import verbatim_calls
+    from factrail.core.model import Message, ToolUse
+
+    cap = "0123456789abcdef0123456789abcdef"
+    inputs = {
+        "cli": {"command": f"factrail outputs get {cap}/call_001"},
+        "curl": {"command": f"curl -s http://127.0.0.1:8080/v1/factrail/outputs/{cap}/call_001"},
+        "fetch": {"url": f"http://localhost:8080/v1//factrail/outputs/{cap}/call_001"},
+        "file": {"file_path": "/home/u/.cache/factrail/outputs/s-1/call_000.txt"},
+        "other": {"command": "factrail outputs expire --days 3"},
+    }
+    messages = [
+        Message("assistant", "", tool_uses=[ToolUse(i, "Bash", args)]) for i, args in inputs.items()
+    ]
+    assert verbatim_calls(messages) == {"cli", "curl", "fetch", "file"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from functools import partial
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -49,14 +50,20 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/v1/factrail/outputs/{output_id:path}")
 async def saved_output(request: Request, output_id: str) -> Response:
-    """A saved full output as text; needs `FACTRAIL_ADMIN_KEY` as a bearer token when set."""
+    """A saved full output as text, by `<capability>/<tool_use_id>`: only a session's own
+    notes name its capability. Needs `FACTRAIL_ADMIN_KEY` as a bearer token when set, on top.
+    Ids of the older layout (folders named by the session key) are not served here."""
     denied = _admin_denied(request)
     if denied is not None:
         return denied
     if parse_output_id(output_id) is None:
         return openai_error(400, "malformed output id", code="invalid_output_id")
     outputs: OutputStore | None = request.app.state.outputs
-    text = None if outputs is None else await run_in_threadpool(outputs.get, output_id)
+    text = (
+        None
+        if outputs is None
+        else await run_in_threadpool(partial(outputs.get, output_id, capability_only=True))
+    )
     if text is None:
         return openai_error(404, "no saved output with this id", code="output_not_found")
     return PlainTextResponse(text)

@@ -279,8 +279,11 @@ def search_paths(text: str, limit: int = 2000) -> list[str]:
 VERBATIM_TOOLS = frozenset({"Skill", "Task", "Agent"})
 """Results that carry instructions or prose the agent cannot re-derive: a skill's text and a
 subagent's report."""
-_SAVED_OUTPUT = re.compile(r"factrail[\\/]+outputs[\\/]|/v1/factrail/outputs/")
-"""A call that reads a saved output back (by its file or its route)."""
+_SAVED_OUTPUT = re.compile(
+    r"factrail[\\/]+outputs[\\/]|/v1/+factrail/+outputs/|factrail\s+outputs\s+get\b"
+)
+"""A call that reads a saved output back: by its route, by `factrail outputs get ID` (what the
+notes name), or by its file (what older notes named)."""
 
 
 def verbatim_calls(messages: Sequence[Message], extra: Iterable[str] = ()) -> set[str]:

@@ -29,9 +29,21 @@ def full_output_phrase(tool_use_id: str) -> str:
     return f"full output under `{tool_use_id}` in this transcript"
 
 
-def saved_output_phrase(path: str) -> str:
-    """Where the full output is once saved to disk (the usual `swap_full_output_note` target)."""
-    return f"full output saved at {path}; read it for anything not kept here"
+SAVED_OUTPUT_COMMAND = "factrail outputs get"
+"""The command that prints a saved output by its id, wherever the store is local."""
+
+
+def saved_output_phrase(output_id: str, route: str | None = None) -> str:
+    """Where the full output is once saved (the usual `swap_full_output_note` target): the
+    gateway `route` that serves `output_id` when there is one, and the command that prints it.
+    Never a file path: the note goes to the model provider."""
+    command = f"`{SAVED_OUTPUT_COMMAND} {output_id}`"
+    if route:
+        return (
+            f"full output saved at {route}{output_id} (or {command});"
+            " read it for anything not kept here"
+        )
+    return f"full output saved, {command} prints it; read it for anything not kept here"
 
 
 def note(omitted: int, detail: str, tool_use_id: str) -> str:

@@ -1,8 +1,11 @@
 """Saving what a compaction reduced, before the reduced request leaves: nothing is lost.
 
-Every newly reduced original is saved (redacted, 0600) and its note then names the file (and,
-in the gateway, the HTTP route); the full arguments of a newly briefed call are saved beside it.
-A result whose original cannot be saved keeps the note that names the call, as before any save.
+Every newly reduced original is saved (redacted, 0600) and its note then names it by its output
+id, `<capability>/<tool_use_id>`: in the gateway as the HTTP route that serves it, and always as
+the `factrail outputs get` command; never as a path on the server. The full arguments of a newly
+briefed call are saved beside it. A result whose original cannot be saved (an I/O error, the
+byte quota, no secret) keeps the note that names the call, as before any save: no note ever
+points at a copy that is not there.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 
 from factrail.core.marks import is_compacted, saved_output_phrase, swap_full_output_note
 from factrail.core.model import Message, input_json
-from factrail.stores.outputs import OutputStore, output_id
+from factrail.stores.outputs import OutputStore, QuotaExceeded
+from factrail.stores.paths import sanitise_name
 
 log = logging.getLogger("factrail.session")
 
@@ -29,13 +33,17 @@ class Saved:
     redactions: dict[str, int] = field(default_factory=dict)
     where: dict[str, str] = field(default_factory=dict)
     """The output id of each saved original (`factrail outputs get ID`)."""
+    failures: dict[str, int] = field(default_factory=dict)
+    """Originals that could not be saved, by reason: `quota` (the byte quota refused them) or
+    `error` (the disk or the secret failed); their notes name the call."""
 
 
 class OutputWriter:
     """Writes a compaction's originals to the saved-output store."""
 
     def __init__(self, outputs: OutputStore, route: str | None) -> None:
-        """`route`: the HTTP route the notes name beside the file (None: the file alone)."""
+        """`route`: the HTTP route the notes name (None: the `factrail outputs get` command
+        alone)."""
         self.outputs = outputs
         self.route = route
 
@@ -51,15 +59,20 @@ class OutputWriter:
         original keeps its original text: a reduction never lengthens a result."""
         saved = Saved()
         notes: dict[str, str] = {}
-        paths = self.outputs.paths_for(session, changed)
+        try:
+            capability = self.outputs.capability(session)
+        except OSError as err:
+            log.warning("could not derive the session's output capability (%s)", err)
+            pending = [i for i, o in originals.items() if i in changed and not is_compacted(o)]
+            if pending:
+                saved.failures["error"] = len(pending)
+            return saved
         for tool_use_id, text in changed.items():
             original = originals.get(tool_use_id)
             if original is None or is_compacted(original):
                 continue
-            where = paths[tool_use_id]
-            if self.route:
-                where += f" (GET {self.route}{output_id(session, tool_use_id)})"
-            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(where))
+            oid = f"{capability}/{sanitise_name(tool_use_id)}"
+            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(oid, self.route))
             if len(note) >= len(original):
                 saved.texts[tool_use_id] = original
             else:
@@ -67,6 +80,8 @@ class OutputWriter:
         written = self.outputs.save_all(session, [(i, originals[i]) for i in notes])
         for tool_use_id, got in written.items():
             if isinstance(got, OSError):
+                reason = "quota" if isinstance(got, QuotaExceeded) else "error"
+                saved.failures[reason] = saved.failures.get(reason, 0) + 1
                 log.warning("could not save an output (%s); its note names the call", got)
                 continue
             saved.texts[tool_use_id] = notes[tool_use_id]
@@ -91,9 +106,10 @@ class OutputWriter:
                         log.warning("could not save a call's full arguments (%s)", err)
 
     def expire(self, now: float) -> None:
-        """Saved outputs expire after 30 days; the sweep runs at most once a day."""
+        """Expire and bound the saved outputs at most once a day (the gateway also sweeps on a
+        timer; this keeps `factrail compact` and library users bounded)."""
         try:
-            self.outputs.maybe_expire(now)
+            self.outputs.maybe_sweep(now)
         except OSError as err:
             log.warning("could not sweep expired outputs (%s)", err)
 

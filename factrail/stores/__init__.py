@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factrail.stores.memory_state import MemoryStateStore
-from factrail.stores.outputs import OutputStore
+from factrail.stores.outputs import OutputLimits, OutputStore
 from factrail.stores.paths import cache_root, data_root
 from factrail.stores.sqlite_state import MAX_BYTES, MEMORY, TTL_SECONDS, SqliteStateStore
 from factrail.stores.state import StateStore, StoreConfigError
@@ -14,6 +14,8 @@ from factrail.stores.state import StateStore, StoreConfigError
 __all__ = ["StoreConfigError", "open_state_store", "output_store", "state_url"]
 
 STATE_FILE = "state.db"
+SECRET_FILE = "outputs.key"
+"""The generated outputs secret, in the data root (`factrail.stores.secret`)."""
 
 
 def open_state_store(
@@ -61,11 +63,31 @@ def state_url(configured: str = "", env: Mapping[str, str] | None = None) -> str
 
 
 def output_store(
-    directory: str = "", known_secrets: Sequence[str] = (), env: Mapping[str, str] | None = None
+    directory: str = "",
+    known_secrets: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    *,
+    secret: str = "",
+    limits: OutputLimits | None = None,
 ) -> OutputStore | None:
     """The saved-output store under `directory` (`FACTRAIL_OUTPUTS_DIR`), else under
-    `<cache root>/outputs`; None when no cache root is usable."""
+    `<cache root>/outputs`; None when no cache root is usable.
+
+    Its capabilities are keyed by `secret` (`FACTRAIL_OUTPUTS_SECRET`) when given, else by the
+    secret kept in `<data root>/outputs.key` (made on first use), else, with no usable data
+    root, in `<outputs root>/.secret`."""
     if directory:
-        return OutputStore(Path(directory), known_secrets)
-    root = cache_root(env)
-    return None if root is None else OutputStore(root / "outputs", known_secrets)
+        root: Path | None = Path(directory)
+    else:
+        cache = cache_root(env)
+        root = None if cache is None else cache / "outputs"
+    if root is None:
+        return None
+    data = data_root(env)
+    return OutputStore(
+        root,
+        known_secrets,
+        secret=secret.encode("utf-8") if secret else None,
+        secret_file=None if data is None else data / SECRET_FILE,
+        limits=limits,
+    )

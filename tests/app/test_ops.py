@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -85,11 +87,93 @@ def test_saved_outputs_need_the_admin_key(router: respx.MockRouter, outputs: Out
         assert c.get("/v1/factrail/outputs/.hidden/x", headers=auth).status_code == 400
 
 
-def test_saved_outputs_are_open_without_an_admin_key(
+def test_saved_outputs_need_only_their_capability_without_an_admin_key(
     client: TestClient, outputs: OutputStore
 ) -> None:
     saved = outputs.save("sess", "call_2", "text")
     assert client.get(f"/v1/factrail/outputs/{saved.output_id}").text == "text"
+
+
+def test_an_output_is_served_only_under_its_own_sessions_capability(
+    client: TestClient, outputs: OutputStore
+) -> None:
+    mine = outputs.save("s-mine", "call_1", "my output")
+    outputs.save("s-other", "call_9", "their output")
+    assert mine.output_id.startswith(outputs.capability("s-mine") + "/")
+    assert client.get(f"/v1/factrail/outputs/{mine.output_id}").text == "my output"
+    other_cap = outputs.capability("s-other")
+    assert client.get(f"/v1/factrail/outputs/{other_cap}/call_1").status_code == 404
+    mine_cap = outputs.capability("s-mine")
+    assert client.get(f"/v1/factrail/outputs/{mine_cap}/call_9").status_code == 404
+    # the session key (guessable from what a session starts with) opens nothing
+    assert client.get("/v1/factrail/outputs/s-mine/call_1").status_code == 404
+
+
+def test_outputs_saved_by_an_older_version_are_not_served_over_http(
+    client: TestClient, outputs: OutputStore
+) -> None:
+    legacy = outputs.root / "s-0123456789abcdef01234567"
+    legacy.mkdir(parents=True, mode=0o700)
+    (legacy / "call_1.txt").write_text("old layout")
+    assert client.get(f"/v1/factrail/outputs/{legacy.name}/call_1").status_code == 404
+    assert outputs.get(f"{legacy.name}/call_1") == "old layout"  # `factrail outputs get`
+
+
+def test_a_symlink_planted_among_the_outputs_is_not_served(
+    client: TestClient, outputs: OutputStore, tmp_path: Path
+) -> None:
+    saved = outputs.save("s", "call_1", "ours")
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("not an output")
+    (saved.path.parent / "planted.txt").symlink_to(secret)
+    cap = outputs.capability("s")
+    assert client.get(f"/v1/factrail/outputs/{cap}/planted").status_code == 404
+    assert client.get(f"/v1/factrail/outputs/{saved.output_id}").text == "ours"
+
+
+def test_the_sweep_task_runs_then_waits_for_its_interval(tmp_path: Path) -> None:
+    import asyncio
+
+    from app.sweeper import sweep_outputs
+    from factrail.stores.outputs import DAY_SECONDS
+
+    store = OutputStore(tmp_path / "outputs")
+    old = store.save("s", "old", "x").path
+    os.utime(old, (1_000_000.0, 1_000_000.0))
+    metrics = Metrics()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        raise asyncio.CancelledError  # stop after one round
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(
+            sweep_outputs(
+                store, 123.0, metrics, clock=lambda: 1_000_000 + 31 * DAY_SECONDS, sleep=sleep
+            )
+        )
+    assert waits == [123.0] and not old.exists()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("factrail_outputs_removed_total", (("reason", "expired"),))] == 1
+    assert samples[("factrail_outputs_bytes", ())] == 0
+
+
+def test_the_lifespan_starts_the_sweep_and_stops_it(
+    router: respx.MockRouter, tmp_path: Path
+) -> None:
+    store = OutputStore(tmp_path / "outputs")
+    old = store.save("s", "old", "x").path
+    os.utime(old, (1_000_000.0, 1_000_000.0))
+    settings = Settings(upstream_url=UPSTREAM, outputs_sweep_interval_s=3600.0)
+    with make_client(settings, router, ScriptedCompactor(), store) as c:
+        assert c.get("/healthz").status_code == 200
+        c.portal.call(asyncio_sleep_until, lambda: not old.exists())
+    assert not old.exists()
 
 
 def test_dashboard_and_compose_parse() -> None:
@@ -116,6 +200,17 @@ def test_startup_logs_which_engine_path_runs(
     ):
         pass
     assert any(kernels.describe() in r.getMessage() for r in caplog.records)
+
+
+async def asyncio_sleep_until(done: Callable[[], bool]) -> None:
+    """Yield to the event loop until `done()` (the sweep runs in a worker thread); a guard of
+    a few thousand rounds keeps a broken sweep from hanging the suite."""
+    import asyncio
+
+    for _ in range(3000):
+        if done():
+            return
+        await asyncio.sleep(0.01)
 
 
 def test_compose_publishes_on_loopback_and_requires_the_admin_key() -> None:

@@ -27,7 +27,7 @@ MARKS = [
     swap_full_output_note(
         note(812, stub_detail(False, 3), "toolu_1"),
         "toolu_1",
-        saved_output_phrase("/srv/out/s1/toolu_1.txt"),
+        saved_output_phrase("0123456789abcdef0123456789abcdef/toolu_1", "/v1/factrail/outputs/"),
     ),
     note(40, RERUN_DETAIL, "call_0042af99"),
     "[jev-compaction truncated 5120 chars of build/app_v2.bin 0xdeadbeef12]",

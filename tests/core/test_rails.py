@@ -89,10 +89,14 @@ def test_is_compacted_is_strict() -> None:
 
 def test_swap_full_output_note() -> None:
     note = rerun_note("y" * 400, "u1")
-    saved = swap_full_output_note(note, "u1", saved_output_phrase("/tmp/out/u1.txt"))
-    assert saved.endswith("full output saved at /tmp/out/u1.txt; read it for anything "
-                          "not kept here]")  # fmt: skip
+    saved = swap_full_output_note(note, "u1", saved_output_phrase("c0ffee/u1", "/v1/r/"))
+    assert saved.endswith("full output saved at /v1/r/c0ffee/u1 (or `factrail outputs get"
+                          " c0ffee/u1`); read it for anything not kept here]")  # fmt: skip
     assert is_compacted(saved)
+    local = swap_full_output_note(note, "u1", saved_output_phrase("c0ffee/u1"))
+    assert local.endswith("full output saved, `factrail outputs get c0ffee/u1` prints it;"
+                          " read it for anything not kept here]")  # fmt: skip
+    assert is_compacted(local)
     assert full_output_phrase("u1") not in saved
     # `u1` is not a prefix match of `u12`.
     assert swap_full_output_note(rerun_note("y" * 400, "u12"), "u1", "X") == rerun_note(

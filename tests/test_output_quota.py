@@ -1,0 +1,112 @@
+"""A compaction whose saves the quota (or the disk) refuses never claims a saved copy, counts the
+refusal, and a compacted transcript compacted again keeps its notes byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.metrics import Metrics
+from factrail.core.formats import openai_chat
+from factrail.core.marks import mark_lines
+from factrail.judges.rules import RulesJudge
+from factrail.session import SessionCompactor, TurnResult
+from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.outputs import OutputLimits, OutputStore
+from tests.options import engine_options
+from tests.test_session import chat
+
+SECRET = b"quota tests' outputs secret, 32."
+
+
+def compact(
+    store: OutputStore | None, wire: list[dict[str, Any]], session: str, trigger: int = 16000
+) -> TurnResult:
+    compactor = SessionCompactor(
+        engine_options(trigger_tokens=trigger, trigger_percent=0.0, price_profile="none"),
+        state=MemoryStateStore(),
+        outputs=store,
+        judge=RulesJudge(),
+    )
+    try:
+        return asyncio.run(compactor.compact(session, openai_chat.parse(wire)))
+    finally:
+        compactor.close()
+
+
+def reduced_results(wire: list[dict[str, Any]], result: TurnResult) -> list[str]:
+    return [
+        new["content"]
+        for old, new in zip(wire, result.document or wire, strict=True)
+        if old.get("role") == "tool" and old["content"] != new["content"]
+    ]
+
+
+def failure_samples(metrics: Metrics) -> dict[str, float]:
+    return {
+        s.labels["reason"]: s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+        if s.name == "factrail_outputs_save_failures_total"
+    }
+
+
+def test_a_save_the_quota_refuses_keeps_the_note_that_names_the_call(tmp_path: Path) -> None:
+    wire = chat(30)
+    store = OutputStore(
+        tmp_path / "outputs",
+        secret=SECRET,
+        limits=OutputLimits(session_max_bytes=10_000),  # room for two or three originals
+    )
+    result = compact(store, wire, "s")
+    assert result.outcome == "compacted"
+    assert result.saved > 0 and result.save_failures["quota"] > 0
+    reduced = reduced_results(wire, result)
+    saved = [t for t in reduced if "full output saved" in t]
+    refused = [t for t in reduced if "full output saved" not in t]
+    assert len(saved) == result.saved and len(refused) >= result.save_failures["quota"]
+    for text in refused:
+        assert "factrail outputs get" not in text and "/v1/factrail/outputs/" not in text
+        assert "in this transcript" in "\n".join(mark_lines(text))
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "outputs").rglob("*.txt"))
+    assert on_disk <= 10_000
+    metrics = Metrics()
+    metrics.record_turn(result, 0.01)
+    assert failure_samples(metrics) == {"quota": result.save_failures["quota"], "error": 0.0}
+
+
+def test_a_store_without_its_secret_saves_nothing_and_claims_nothing(tmp_path: Path) -> None:
+    key_file = tmp_path / "outputs.key"
+    key_file.mkdir()  # not a file: no secret can be read or made
+    wire = chat(30)
+    result = compact(OutputStore(tmp_path / "outputs", secret_file=key_file), wire, "s")
+    assert result.outcome == "compacted" and result.saved == 0
+    assert result.save_failures.get("error", 0) > 0
+    assert all("full output saved" not in t for t in reduced_results(wire, result))
+
+
+def test_compacting_a_compacted_transcript_keeps_its_notes_byte_for_byte(tmp_path: Path) -> None:
+    wire = chat(30)
+    store = OutputStore(tmp_path / "outputs", secret=SECRET)
+    first = compact(store, wire, "s")
+    assert first.outcome == "compacted" and first.saved > 0
+    once = first.document
+    assert isinstance(once, list)
+    notes = [m["content"] for m in once if m.get("role") == "tool" and mark_lines(m["content"])]
+    assert notes
+    # another session (a fresh state: nothing to re-apply) gets the compacted transcript, past
+    # its own trigger: it reduces more, and leaves every note it finds as it was
+    again = compact(store, [*once, {"role": "user", "content": "and more"}], "other", 6000)
+    assert again.outcome == "compacted" and again.saved > 0
+    twice = again.document
+    assert isinstance(twice, list)
+    kept = [m["content"] for m in twice if m.get("role") == "tool"]
+    assert all(note in kept for note in notes)
+    saved_twice = {line for t in kept for line in mark_lines(t) if "outputs get" in line}
+    assert {line for t in notes for line in mark_lines(t) if "outputs get" in line} < saved_twice
+    assert not any(
+        "factrail omitted" in line and line.count("[factrail") > 1 for line in saved_twice
+    )
