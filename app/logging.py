@@ -1,4 +1,8 @@
-"""Structured logs: one JSON line per request, never with bodies or credentials."""
+"""Structured logs: one JSON line per request, never with bodies or credentials.
+
+A line's message and its string fields are redacted (`factrail.core.redact`) as it is
+formatted: a credential quoted in an error (an upstream's message, a path, an exception text
+passed as an argument) never reaches the log."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import sys
 from typing import Any
 
 import orjson
+
+from factrail.core.redact import redact
 
 REQUEST_LOGGER = "factrail.request"
 _request_log = logging.getLogger(REQUEST_LOGGER)
@@ -21,11 +27,11 @@ class JsonFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": redact(record.getMessage()).text,
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            line.update(fields)
+            line.update((k, redact(v).text if isinstance(v, str) else v) for k, v in fields.items())
         if record.exc_info and record.exc_info[0] is not None:
             line["exc"] = record.exc_info[0].__name__
         return orjson.dumps(line, default=str).decode()

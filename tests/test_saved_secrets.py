@@ -15,6 +15,7 @@ from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from tests.leaks import new_family_leaks
 from tests.options import engine_options
 
 ALNUM = string.ascii_letters + string.digits
@@ -88,3 +89,23 @@ def test_no_generated_secret_reaches_a_saved_output(secrets: list[str]) -> None:
             for secret in secrets:
                 value = secret.split("Bearer ")[-1].split(":", 2)[-1].split("=")[-1]
                 assert value not in text
+
+
+def test_the_newer_families_never_reach_a_saved_output(tmp_path: Path) -> None:
+    """Azure keys, redis URL passwords, `DB_PASS=`, word-like passwords, Slack app tokens and
+    webhooks, `whsec_`, `GOCSPX-`, Sentry DSNs, `curl -u`, Twilio keys: each in a tool result
+    that compaction saves, each masked under its family in the file."""
+    leaks = new_family_leaks()
+    compactor = SessionCompactor(
+        engine_options(trigger_tokens=4000, trigger_percent=0.0),
+        state=MemoryStateStore(),
+        outputs=OutputStore(tmp_path),
+        judge=RulesJudge(),
+    )
+    wire = transcript([line for line, _, _ in leaks])
+    result = asyncio.run(compactor.compact("s", openai_chat.parse(wire)))
+    assert result.outcome == "compacted" and result.saved > 0
+    saved = "\n".join(p.read_text(encoding="utf-8") for p in tmp_path.rglob("*.txt"))
+    for line, secret, family in leaks:  # each leak sits in two or three of the 24 calls
+        assert secret not in saved, line
+        assert f"[REDACTED:{family}]" in saved, line

@@ -21,6 +21,7 @@ from factrail.eval.dataset import (
     split_of,
     transcript_key,
 )
+from tests.leaks import new_family_leaks
 from tests.options import plan_options
 
 SECRET = "sk-" + "proj-" + "Q7x9" * 8
@@ -142,6 +143,19 @@ def test_states_are_redacted(tmp_path: Path) -> None:
     assert "Q7x9Q7x9" not in text
     assert "[REDACTED:" in text
     assert manifest.redactions > 0
+
+
+def test_states_are_redacted_for_the_newer_families(tmp_path: Path) -> None:
+    leaks = new_family_leaks()
+    prompt = "deploy with:\n" + "\n".join(line for line, _, _ in leaks)
+    manifest = export_dataset(
+        [("s0", session("s0", prompt=prompt))], tmp_path / "ds", options=plan_options()
+    )
+    text = "".join((tmp_path / "ds" / rel).read_text(encoding="utf-8") for rel in DATA_FILES)
+    assert manifest.records > 0
+    for line, secret, family in leaks:
+        assert secret not in text, line
+        assert f"[REDACTED:{family}]" in text, line
 
 
 def test_refuses_an_existing_folder(tmp_path: Path) -> None:

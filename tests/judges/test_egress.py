@@ -11,6 +11,7 @@ import respx
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.plan import JudgeRequest, build_plan
 from factrail.judges import SystemOneJudge, TevJudge, make_judge
+from tests.leaks import new_family_leaks
 from tests.options import plan_options
 
 S1_URL = "https://judge.example/v1/systemone"
@@ -20,11 +21,17 @@ ARG = "ARG-SENTINEL-77cd"
 JUDGE_KEY = "jk-" + "Z9y8" * 6
 USER_KEY = "sk-" + "proj-" + "A1b2" * 8
 GH_TOKEN = "gh" + "p_" + "Q7w" * 10
+LEAKS = new_family_leaks()
+"""Secrets of the newer families (Azure, redis, `DB_PASS=`, `whsec_`, `curl -u`…), one a line."""
 
 
 def requests_for(egress: str = "full") -> list[JudgeRequest]:
     msgs = [
-        Message("user", f"fix it; my key is {USER_KEY}, the judge's is {JUDGE_KEY}"),
+        Message(
+            "user",
+            f"fix it; my key is {USER_KEY}, the judge's is {JUDGE_KEY}\n"
+            + "\n".join(line for line, _, _ in LEAKS),
+        ),
         Message(
             "assistant",
             "reading",
@@ -45,7 +52,7 @@ def assert_clean(bodies: list[bytes], egress: str) -> None:
     assert bodies
     for raw in bodies:
         text = raw.decode()
-        for secret in (RESULT, JUDGE_KEY, USER_KEY, GH_TOKEN):
+        for secret in (RESULT, JUDGE_KEY, USER_KEY, GH_TOKEN, *(s for _, s, _ in LEAKS)):
             assert secret not in text
         assert (ARG in text) == (egress == "full")
     assert any("[REDACTED:known]" in b.decode() for b in bodies)
@@ -80,7 +87,10 @@ async def test_tev_sends_nothing_it_must_not(egress: str, respx_mock: respx.Mock
     assert len(route.calls) == 4 and len(result.answers) == 4
     assert_clean([c.request.content for c in route.calls], egress)
     user = json.loads(route.calls[0].request.content)["messages"][1]["content"]
-    assert "[REDACTED:sk-proj]" in json.loads(user)["state"]
+    state = json.loads(user)["state"]
+    assert "[REDACTED:sk-proj]" in state
+    for _, _, family in LEAKS:  # sent, and masked under its family
+        assert f"[REDACTED:{family}]" in state
 
 
 async def test_keyless_local_facade_gets_no_authorization(respx_mock: respx.MockRouter) -> None:
