@@ -30,6 +30,7 @@ REQUIREMENTS = (
     "hypothesis>=6.100",
     "pyahocorasick>=2.1",
     "setuptools>=77",
+    "orjson>=3.9",  # factrail.policy.taint (test_apply_pinned reads a corpus through it)
 )
 TESTS = (
     "tests/core/test_kernels.py",
@@ -38,6 +39,7 @@ TESTS = (
     "tests/core/test_kernels_untracked.py",
     "tests/core/test_tokens.py",
     "tests/core/test_redact.py",
+    "tests/core/test_redact_families.py",
     "tests/core/test_apply_pinned.py",
 )
 """The kernels against their Python (redaction's `anchors_in` in test_redact.py), and the pinned
