@@ -1,4 +1,4 @@
-"""The `factrail` command: serve, compact, eval, dataset, outputs, inspect, settings.
+"""The `factrail` command: serve, compact, eval, dataset, outputs, inspect, settings, hook.
 
 Every subcommand reads the one settings object (`factrail.settings.Settings`: `FACTRAIL_*` and
 the TOML file); flags given on the command line override it.
@@ -106,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     ins.add_argument("--list", action="store_true", help="list the most recent sessions")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
 
+    hk = sub.add_parser("hook", help="the Claude Code plugin's protocol (JSON on stdin/stdout)")
+    hk.add_argument("event", help="compact | turn | taint | status (docs/protocol.md)")
+
     st = sub.add_parser("settings", help="print the effective settings (secrets hidden)")
     st.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
     return p
@@ -180,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _outputs(args)
         if args.command == "settings":
             return _show_settings(args)
+        if args.command == "hook":
+            from factrail.hook import main as hook_main
+
+            return hook_main(args.event)
         if args.command == "inspect":
             return _inspect(args)
     except CliError as err:
