@@ -275,17 +275,29 @@ _NOT_SECRET_WORDS = _words(
 )
 
 _SLOT_VALUE_CHARS = r"[^\s\"'`<>{}()\[\],;\\&|]"
+_ENDS_A_KEY = ('"', "'", " ", "\t", ":", "=", "\\")
+"""What may follow a key name (a quote, a space, the separator): `pass` and `pwd` stand alone."""
 _SLOT_KEYWORDS = (
-    ("pass", r"pass(?:w(?:or)?d|phrase|(?<![a-z]pass)(?![a-z]))"),
-    ("pwd", r"pwd(?<![a-z]pwd)(?![a-z])"),
-    ("secret", r"secret"),
-    ("token", r"token"),
-    ("key", r"key(?:(?<=[a-z0-9][_-]key)|(?<=apikey)|(?<=privatekey)|(?<=accesskey))"),
-    ("auth", r"auth(?:orization|(?<![a-z]auth)(?![a-z]))"),
-    ("credential", r"credentials?"),
+    (
+        ("passw", "passphrase", *(f"pass{c}" for c in _ENDS_A_KEY)),
+        r"pass(?:w(?:or)?d|phrase|(?<![a-z]pass)(?![a-z]))",
+    ),
+    (tuple(f"pwd{c}" for c in _ENDS_A_KEY), r"pwd(?<![a-z]pwd)(?![a-z])"),
+    (("secret",), r"secret"),
+    (("token",), r"token"),
+    (
+        ("_key", "-key", "apikey", "privatekey", "accesskey"),
+        r"key(?:(?<=[a-z0-9][_-]key)|(?<=apikey)|(?<=privatekey)|(?<=accesskey))",
+    ),
+    (
+        ("authorization", "auth_", "auth-", *(f"auth{c}" for c in _ENDS_A_KEY)),
+        r"auth(?:orization|(?<![a-z]auth)(?![a-z]))",
+    ),
+    (("credential",), r"credentials?"),
 )
-"""A slot's keyword (`PASSWORD`, `DB_PASS`, `PWD`, `x-api-key`, `STRIPE_KEY`, `AUTH`) by the
-literal it starts with: one pattern each, each run only on a text holding its literal, since a
+"""A slot's keyword (`PASSWORD`, `DB_PASS`, `PWD`, `x-api-key`, `STRIPE_KEY`, `AUTH`) and the
+lower-case literals one of which its match holds: one pattern each, each run only on a text
+holding one of its literals (found in the same pass as the case-insensitive families'), since a
 pattern starting with a literal is scanned for far faster than an alternation."""
 _SLOT_REST = (
     r"(?P<suffix>[\w-]{0,24}?)"
@@ -295,15 +307,16 @@ _SLOT_REST = (
     rf"(?P<value>[^\s\"'`<>{{}}()\[\],;\\&|=:]{_SLOT_VALUE_CHARS}{{3,}})"
 )
 _NAMED_SLOTS = tuple(
-    (literal, re.compile(f"(?P<kw>{kw}){_SLOT_REST}")) for literal, kw in _SLOT_KEYWORDS
+    (frozenset(anchors), re.compile(f"(?P<kw>{kw}){_SLOT_REST}")) for anchors, kw in _SLOT_KEYWORDS
 )
 """Matched over the lower-cased text (a case-insensitive pattern is far slower)."""
 _NAMED_SLOTS_ANY_CASE = tuple(
-    (literal, re.compile(f"(?P<kw>{kw}){_SLOT_REST}", re.IGNORECASE))
-    for literal, kw in _SLOT_KEYWORDS
+    (frozenset(anchors), re.compile(f"(?P<kw>{kw}){_SLOT_REST}", re.IGNORECASE))
+    for anchors, kw in _SLOT_KEYWORDS
 )
 """For the rare text whose lower-casing changes its length (`İ`), so offsets would not map."""
-_SLOT_ANCHORS = tuple(literal for literal, _ in _SLOT_KEYWORDS)
+SlotPatterns = tuple[tuple[frozenset[str], re.Pattern[str]], ...]
+_SLOT_ANCHORS = frozenset(a for anchors, _ in _SLOT_KEYWORDS for a in anchors)
 
 _PASSWORD_WORDS = frozenset({"password", "passwd", "pwd", "pass", "passphrase"})
 _STRONG_KEY_WORDS = re.compile(
@@ -452,25 +465,25 @@ def _key_name(text: str, start: int, end: int) -> str:
     return text[begin:end].lstrip("._-")
 
 
-def _slot_matches(
-    scan: str, patterns: tuple[tuple[str, re.Pattern[str]], ...]
-) -> list[re.Match[str]]:
-    """The slot matches in `scan` (lower-cased unless `patterns` ignore case), in text order."""
-    lowered = scan if patterns is _NAMED_SLOTS else scan.lower()
-    found = [m for literal, p in patterns if literal in lowered for m in p.finditer(scan)]
+def _slot_matches(scan: str, patterns: SlotPatterns, present: set[str]) -> list[re.Match[str]]:
+    """The slot matches in `scan` (lower-cased unless `patterns` ignore case) of the patterns
+    one of whose literals is `present`, in text order."""
+    found = [
+        m for anchors, p in patterns if not anchors.isdisjoint(present) for m in p.finditer(scan)
+    ]
     if len(found) > 1:
         found.sort(key=lambda m: m.start())
     return found
 
 
 def _named_slots(
-    text: str, scan: str, patterns: tuple[tuple[str, re.Pattern[str]], ...], tally: dict[str, int]
+    text: str, scan: str, patterns: SlotPatterns, present: set[str], tally: dict[str, int]
 ) -> str:
     """Replace the credential values of `name: value`, `NAME=value`, `"name": "value"` slots."""
     marker = _marker("named")
     pieces: list[str] = []
     last = 0
-    for m in _slot_matches(scan, patterns):
+    for m in _slot_matches(scan, patterns, present):
         suffix = m.group("suffix")
         if suffix and suffix[0] not in "_.-" and suffix.lower() not in _SUFFIX_OK:
             continue
@@ -638,9 +651,21 @@ _CASE_ANCHOR_LIST = tuple(
 """The anchors of the case-sensitive families (ASCII, 2 chars or more)."""
 
 
-def _case_anchor_automaton() -> Automaton:
+_LOWER_ANCHOR_LIST = tuple(
+    dict.fromkeys(
+        (
+            *(a for f in _FAMILIES if f.any_case is not None for a in f.anchors),
+            *(a for anchors, _ in _SLOT_KEYWORDS for a in anchors),
+        )
+    )
+)
+"""The anchors looked for in the lower-cased text: the case-insensitive families' and the named
+slots' (ASCII, 2 chars or more)."""
+
+
+def _automaton(anchors: tuple[str, ...]) -> Automaton:
     auto = Automaton()
-    for anchor in _CASE_ANCHOR_LIST:
+    for anchor in anchors:
         auto.add_word(anchor, anchor)
     auto.make_automaton()
     return auto
@@ -648,8 +673,9 @@ def _case_anchor_automaton() -> Automaton:
 
 _ANY_CASE_FAMILIES = tuple(f for f in _FAMILIES if f.any_case is not None)
 """The families that run on a text holding no case-sensitive anchor (most texts)."""
-_CASE_ANCHORS = _case_anchor_automaton()
+_CASE_ANCHORS = _automaton(_CASE_ANCHOR_LIST)
 """The same anchors found in one pass (most outputs hold none), when the C kernel is absent."""
+_LOWER_ANCHORS = _automaton(_LOWER_ANCHOR_LIST)
 
 
 def _anchors_in(text: str) -> set[str]:
@@ -657,6 +683,13 @@ def _anchors_in(text: str) -> set[str]:
     if (kernel := _K.anchors_in) is not None:
         return kernel(text, _CASE_ANCHOR_LIST)
     return {anchor for _, anchor in _CASE_ANCHORS.iter(text)}
+
+
+def _lower_anchors_in(lowered: str) -> set[str]:
+    """The case-insensitive families' and named slots' anchors that occur in `lowered`."""
+    if (kernel := _K.anchors_in) is not None:
+        return kernel(lowered, _LOWER_ANCHOR_LIST)
+    return {anchor for _, anchor in _LOWER_ANCHORS.iter(lowered)}
 
 
 def redact(text: str, known: Iterable[str] = ()) -> Redacted:
@@ -668,7 +701,8 @@ def redact(text: str, known: Iterable[str] = ()) -> Redacted:
             text = text.replace(value, _marker("known"))
             tally["known"] = tally.get("known", 0) + hits
     present = _anchors_in(text)
-    lowered, lowered_of = "", None  # `text.lower()` and the text it was made of
+    lowered, lowered_of = text.lower(), text
+    low = _lower_anchors_in(lowered)  # the lower-case anchors, of `lowered_of`
     for family in _FAMILIES if present else _ANY_CASE_FAMILIES:
         if family.any_case is None:
             if present.isdisjoint(family.anchors):
@@ -677,9 +711,10 @@ def redact(text: str, known: Iterable[str] = ()) -> Redacted:
         else:
             if lowered_of is not text:
                 lowered, lowered_of = text.lower(), text
-            scan = lowered
-            if not any(a in scan for a in family.anchors):
+                low = _lower_anchors_in(lowered)
+            if low.isdisjoint(family.anchors):
                 continue
+            scan = lowered
         before = text
         pattern = family.pattern
         if family.any_case is not None and len(scan) != len(text):  # `İ` moved the offsets
@@ -695,11 +730,12 @@ def redact(text: str, known: Iterable[str] = ()) -> Redacted:
         text = _sub(_CURL_USER, text, _CURL_REPLACER, "curl-user", tally)
     if lowered_of is not text:
         lowered = text.lower()
-    if any(a in lowered for a in _SLOT_ANCHORS):
+        low = _lower_anchors_in(lowered)
+    if not low.isdisjoint(_SLOT_ANCHORS):
         if len(lowered) == len(text):
-            text = _named_slots(text, lowered, _NAMED_SLOTS, tally)
+            text = _named_slots(text, lowered, _NAMED_SLOTS, low, tally)
         else:
-            text = _named_slots(text, text, _NAMED_SLOTS_ANY_CASE, tally)
+            text = _named_slots(text, text, _NAMED_SLOTS_ANY_CASE, low, tally)
         if "--" in text:
             text = _sub(_CLI_FLAG, text, _flag_replacer, "named", tally)
     return Redacted(text, sum(tally.values()), tally)
