@@ -117,8 +117,11 @@ def read_options(config: Mapping[str, Any], base: Settings | None = None) -> Hoo
         value = config.get(option)
         if isinstance(value, str) and value.strip():
             update[field] = value.strip()
-    if "backendLocal" in config:
-        update["judge_local"] = declared_local(config.get("backendLocal"))
+    local = config.get("backendLocal")
+    if declared_local(local):
+        update["judge_local"] = True
+    elif local is False or local == "false":  # an unset option arrives as "": no declaration
+        update["judge_local"] = False
     egress = keyword(config.get("egress"))
     if egress is not None:  # anything but `full` fails toward sending less
         update["egress"] = "full" if egress == "full" else "metadata"
