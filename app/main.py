@@ -88,13 +88,14 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
         http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
+        metrics = Metrics()
         store = state or open_state_store(
             state_url(cfg.state_url),
             max_bytes=cfg.state_max_bytes,
             taint_keep_seconds=cfg.outputs_retention_days * DAY_SECONDS,
+            on_error=lambda operation: metrics.store_errors.labels(operation).inc(),
         )
         saved = outputs or cfg.output_store()
-        metrics = Metrics()
         try:
             engine = engine_factory(cfg, store, saved, metrics, http)
         except Exception:

@@ -95,6 +95,13 @@ class Metrics:
             buckets=COMPACTION_BUCKETS,
             registry=r,
         )
+        self.store_errors = Counter(
+            p + "state_store_errors",
+            "State store calls that failed (compaction went on without the store; the fence "
+            "treated the session as unproven).",
+            ["operation"],
+            registry=r,
+        )
         self.fenced = Counter(
             p + "fenced_sessions",
             "Sessions fenced from a remote judge (counted when the fenced call is first seen).",

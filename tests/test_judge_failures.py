@@ -131,7 +131,7 @@ async def compact(judge: Judge, deadline_ms: int, tmp_path: Path) -> Run:
     reduced = {c for c in unpinned if sent[c] != original[c]}
     for c in reduced:
         assert len(sent[c]) < len(original[c])
-        assert store.get(f"s/{c}") == original[c]
+        assert store.get(store.output_id("s", c)) == original[c]
     return Run(result, seconds, unpinned - reduced, reduced)
 
 

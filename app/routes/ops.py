@@ -27,18 +27,22 @@ async def healthz() -> Response:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> Response:
-    """Ready when the upstream client is open and the state store answers."""
+    """Ready (200) while requests can be forwarded: the upstream client is open. A failing
+    state store or an outputs folder that cannot be written leaves the gateway serving (it
+    fails open: compaction goes on by the rules, the fence treats sessions as unproven, a
+    result whose output cannot be saved is not reduced) and is reported as `degraded`, so a
+    store outage never takes every replica out of its load balancer."""
     gateway: Gateway = request.app.state.gateway
     state: StateStore | None = request.app.state.state_store
+    outputs: OutputStore | None = request.app.state.outputs
     checks = {
         "upstream": not gateway.client.is_closed,
         "state": state is None or await run_in_threadpool(state.ping),
+        "outputs": outputs is None or await run_in_threadpool(outputs.writable),
     }
-    ready = all(checks.values())
-    return JSONResponse(
-        {"status": "ready" if ready else "unready", "checks": checks},
-        status_code=200 if ready else 503,
-    )
+    ready = checks["upstream"]
+    status = ("ready" if all(checks.values()) else "degraded") if ready else "unready"
+    return JSONResponse({"status": status, "checks": checks}, status_code=200 if ready else 503)
 
 
 @router.get("/metrics")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from factrail.stores.memory_state import MemoryStateStore
@@ -19,13 +19,20 @@ SECRET_FILE = "outputs.key"
 
 
 def open_state_store(
-    url: str, *, max_bytes: int = MAX_BYTES, taint_keep_seconds: float = TTL_SECONDS
+    url: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    taint_keep_seconds: float = TTL_SECONDS,
+    on_error: Callable[[str], None] | None = None,
 ) -> StateStore:
     """The store named by `url`: `sqlite:///abs/path.db`, `sqlite://:memory:` or `memory://`.
     `max_bytes` and `taint_keep_seconds` bound a SQLite store (`SqliteStateStore`).
 
-    Raises StoreConfigError for a relative SQLite path, an unknown scheme, or `redis://`
-    (no Redis backend yet).
+    `redis://`, `rediss://` and `unix://` name a Redis or Valkey server shared by every worker
+    and replica (`factrail.stores.redis_state`). `on_error(operation)` hears of every failed
+    store call (a metric).
+
+    Raises StoreConfigError for a relative SQLite path or an unknown scheme.
     """
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
@@ -42,14 +49,16 @@ def open_state_store(
             raise StoreConfigError(
                 f"state URL {url!r} needs an absolute path: sqlite:///abs/path.db"
             )
-        return SqliteStateStore(rest, max_bytes=max_bytes, taint_keep_seconds=taint_keep_seconds)
-    if scheme in ("redis", "rediss"):
-        raise StoreConfigError(
-            "the Redis state store is not implemented yet (no redis backend in"
-            " factrail.stores); use sqlite:///abs/path.db or memory://"
+        return SqliteStateStore(
+            rest, max_bytes=max_bytes, taint_keep_seconds=taint_keep_seconds, on_error=on_error
         )
+    if scheme in ("redis", "rediss", "unix"):
+        from factrail.stores.redis_state import RedisStateStore
+
+        return RedisStateStore(url, taint_keep_seconds=taint_keep_seconds, on_error=on_error)
     raise StoreConfigError(
-        f"unknown state store scheme {scheme!r}; use sqlite:///abs/path.db or memory://"
+        f"unknown state store scheme {scheme!r}; use sqlite:///abs/path.db, redis://host:6379/0"
+        " or memory://"
     )
 
 

@@ -307,6 +307,22 @@ class OutputStore:
         """The known values redacted besides the credential shapes."""
         return self._known
 
+    def writable(self) -> bool:
+        """Whether an output could be saved now: the root exists (made private if not) and a
+        file can be created and removed in it (a read-only or full volume cannot)."""
+        try:
+            ensure_private_dir(self.root)
+            probe = self.root / f".probe-{os.getpid()}-{secrets.token_hex(4)}"
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                os.write(fd, b"x")
+            finally:
+                os.close(fd)
+            probe.unlink()
+        except OSError:
+            return False
+        return True
+
     # -- names -----------------------------------------------------------------------------------
 
     def capability(self, session: str) -> str:

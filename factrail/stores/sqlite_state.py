@@ -68,9 +68,12 @@ class SqliteStateStore:
         clock: Callable[[], float] = time.time,
         max_bytes: int = MAX_BYTES,
         taint_keep_seconds: float = TTL_SECONDS,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         """`max_bytes`: bound of the stored states' bytes (0: none); `taint_keep_seconds`: how
-        long a tainted record is kept whatever the bounds (the saved outputs' retention)."""
+        long a tainted record is kept whatever the bounds (the saved outputs' retention);
+        `on_error(operation)` hears of every failed call (a metric)."""
+        self._on_error = on_error
         self.path = str(path)
         self.max_sessions = max_sessions
         self.ttl_ms = int(ttl_seconds * 1000)
@@ -96,10 +99,15 @@ class SqliteStateStore:
             row = conn.execute(
                 "SELECT updated_ms, state FROM sessions WHERE key = ?", (session,)
             ).fetchone()
-            if row is None or row[0] < self._now_ms() - self.ttl_ms:
+            now = self._now_ms()
+            if row is None or row[0] < now - max(self.ttl_ms, self.taint_keep_ms):
                 return None, True
             state = decode_state(row[1])
-            return state, state is not None
+            if state is None:
+                return None, False
+            if row[0] < now - self.ttl_ms and not _is_tainted(state):
+                return None, True  # past the TTL: only a tainted record outlives it
+            return state, True
 
         failed: tuple[SessionState | None, bool] = (None, False)
         return self._run("load", run, failed)
@@ -293,6 +301,8 @@ class SqliteStateStore:
                     level = logging.DEBUG if self._failing else logging.WARNING
                     log.log(level, "state store %s failed (%s): %s", operation, self.path, error)
                     self._failing = True
+                    if self._on_error is not None:
+                        self._on_error(operation)
                     return default
                 self._failing = False
                 return result
@@ -345,3 +355,7 @@ def _create_private_file(path: Path) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+def _is_tainted(state: SessionState) -> bool:
+    return isinstance(state.taint, dict) and state.taint.get("tainted") is True

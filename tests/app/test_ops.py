@@ -25,7 +25,10 @@ def test_health_and_readiness(client: TestClient) -> None:
     assert client.get("/healthz").status_code == 200
     ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["checks"] == {"upstream": True, "state": True}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"upstream": True, "state": True, "outputs": True},
+    }
 
 
 def test_metrics_show_a_compaction(client: TestClient, router: respx.MockRouter) -> None:
@@ -182,7 +185,7 @@ def test_dashboard_and_compose_parse() -> None:
     for path in root.rglob("*.json"):
         orjson.loads(path.read_bytes())
     for path in [*root.rglob("*.yaml"), *root.rglob("*.yml")]:
-        assert yaml.safe_load(path.read_text()) is not None
+        assert all(doc is not None for doc in yaml.safe_load_all(path.read_text()))
 
 
 def test_startup_logs_which_engine_path_runs(

@@ -31,6 +31,7 @@ REQUIREMENTS = (
     "pyahocorasick>=2.1",
     "setuptools>=77",
     "orjson>=3.9",  # factrail.policy.taint (test_apply_pinned reads a corpus through it)
+    "redis>=5.0",  # tests/conftest.py's Redis fixture
 )
 TESTS = (
     "tests/core/test_kernels.py",

@@ -283,9 +283,16 @@ def test_open_state_store_rejects_bad_urls(url: str) -> None:
         open_state_store(url)
 
 
-def test_open_state_store_names_missing_redis() -> None:
-    with pytest.raises(StoreConfigError, match="Redis"):
-        open_state_store("redis://localhost:6379/0")
+def test_open_state_store_opens_redis_urls_lazily() -> None:
+    """A Redis URL names the shared store; nothing connects until the first call."""
+    from factrail.stores.redis_state import RedisStateStore
+
+    for url in ("redis://localhost:6379/0", "rediss://h:6380/1", "unix:///run/redis.sock"):
+        store = open_state_store(url)
+        assert isinstance(store, RedisStateStore)
+        store.close()
+    with pytest.raises(StoreConfigError, match="redis://"):
+        open_state_store("mongodb://h/0")
 
 
 def test_state_url() -> None:
@@ -396,3 +403,20 @@ def test_open_state_store_passes_the_bounds(tmp_path: Path) -> None:
     assert isinstance(store, SqliteStateStore)
     assert store.max_bytes == 1234 and store.taint_keep_ms == 5 * DAY * 1000
     store.close()
+
+
+def test_a_tainted_record_is_read_past_the_ttl_while_its_outputs_are_kept(tmp_path: Path) -> None:
+    """Outputs kept longer than the state TTL: the taint is still loaded until they expire;
+    a clean record past the TTL is not."""
+    clock = Clock()
+    store = SqliteStateStore(
+        tmp_path / "s.db", ttl_seconds=DAY, taint_keep_seconds=10 * DAY, clock=clock
+    )
+    store.save("tainted", SessionState(plan={}, taint={"tainted": True, "count": 1}))
+    store.save("clean", SessionState(plan={}))
+    clock.now += 5 * DAY
+    loaded, answered = store.fetch("tainted")
+    assert answered and loaded is not None and loaded.taint is not None
+    assert store.fetch("clean") == (None, True)
+    clock.now += 6 * DAY
+    assert store.fetch("tainted") == (None, True)

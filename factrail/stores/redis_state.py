@@ -1,0 +1,285 @@
+"""Session state in Redis or Valkey, shared by every worker and replica (`redis://`, `rediss://`,
+`unix://`).
+
+Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
+
+- `<p>s:<session>`: the state blob (`encode_state`), expiring after the TTL; a tainted
+  session's record lives at least as long as its saved outputs (`taint_keep_seconds`);
+- `<p>c:<session>`: the calibration ratio, blended atomically in the server by a script
+  (a turn's save never undoes a calibration that landed after its load);
+- `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
+- `<p>recent`: a sorted set of sessions by last update (for `factrail inspect` and the
+  sessions route), trimmed past the TTL and to `max_sessions`.
+
+Every call is bounded by the client's socket timeouts and fails open like the other stores:
+`load` gives None, `fetch` says the store did not answer (so the fence treats the session as
+unproven), `save` and `update_calibration` log; `lease` gives `""` (go on without one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+
+from factrail.stores.state import (
+    CALIBRATION_RANGE,
+    CALIBRATION_WEIGHT,
+    SessionState,
+    decode_state,
+    encode_state,
+)
+
+log = logging.getLogger("factrail.stores.redis")
+
+T = TypeVar("T")
+PREFIX = "factrail:"
+TTL_SECONDS = 30 * 24 * 60 * 60
+MAX_SESSIONS = 10_000
+SOCKET_TIMEOUT_S = 0.5
+"""A store slower than this is a failing store: the turn goes on without it."""
+TRIM_EVERY = 64
+
+_CALIBRATE = """
+local previous = tonumber(redis.call('GET', KEYS[1]))
+local ratio = math.min(math.max(tonumber(ARGV[1]), tonumber(ARGV[3])), tonumber(ARGV[4]))
+local value = ratio
+if previous then value = previous + tonumber(ARGV[5]) * (ratio - previous) end
+redis.call('SET', KEYS[1], string.format('%.17g', value), 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
+return string.format('%.17g', value)
+"""
+"""Blend a ratio into the stored calibration (`smooth_calibration`, in the server)."""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisStateStore:
+    """The state store on a Redis-protocol server (thread-safe: one connection pool)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_seconds: float = TTL_SECONDS,
+        taint_keep_seconds: float = TTL_SECONDS,
+        max_sessions: int = MAX_SESSIONS,
+        client: redis.Redis | None = None,
+        clock: Callable[[], float] = time.time,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_error(operation)` hears of every failed call (for a metric)."""
+        address, self.prefix = split_prefix(url)
+        self.url = redact_url(address)
+        self.ttl_ms = int(ttl_seconds * 1000)
+        self.taint_keep_ms = int(max(taint_keep_seconds, ttl_seconds) * 1000)
+        self.max_sessions = max_sessions
+        self._client = client or redis.Redis.from_url(
+            address,
+            socket_timeout=SOCKET_TIMEOUT_S,
+            socket_connect_timeout=SOCKET_TIMEOUT_S,
+            health_check_interval=30,
+        )
+        self._calibrate = self._client.register_script(_CALIBRATE)
+        self._release = self._client.register_script(_RELEASE)
+        self._clock = clock
+        self._on_error = on_error
+        self._failing = False
+        self._saves = 0
+        self._lock = threading.Lock()
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def _state_key(self, session: str) -> str:
+        return f"{self.prefix}s:{session}"
+
+    def _calibration_key(self, session: str) -> str:
+        return f"{self.prefix}c:{session}"
+
+    def _lease_key(self, session: str) -> str:
+        return f"{self.prefix}l:{session}"
+
+    @property
+    def _recent_key(self) -> str:
+        return f"{self.prefix}recent"
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- the store ---------------------------------------------------------------------------
+
+    def load(self, session: str) -> SessionState | None:
+        """The state of `session`, or None if absent, expired, invalid or on any error."""
+        return self.fetch(session)[0]
+
+    def fetch(self, session: str) -> tuple[SessionState | None, bool]:
+        """The state of `session` (None if absent) and whether the store answered: False on
+        any error and for a record it cannot decode."""
+
+        def run() -> tuple[SessionState | None, bool]:
+            blob, ratio = self._client.mget(
+                [self._state_key(session), self._calibration_key(session)]
+            )
+            calibration = _ratio(ratio)
+            if blob is None:
+                if calibration is None:
+                    return None, True
+                return SessionState(plan={}, calibration=calibration), True
+            state = decode_state(blob)
+            if state is None:
+                return None, False
+            if calibration is not None:
+                state.calibration = calibration
+            return state, True
+
+        failed: tuple[SessionState | None, bool] = (None, False)
+        return self._run("load", run, failed)
+
+    def save(self, session: str, state: SessionState) -> None:
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
+        (a first one is stored only when there is none). A tainted record outlives the TTL
+        until its session's saved outputs expire."""
+
+        def run() -> None:
+            now = self._now_ms()
+            blob = encode_state(replace(state, calibration=None, updated_ms=now))
+            tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
+            keep = self.taint_keep_ms if tainted else self.ttl_ms
+            pipe = self._client.pipeline(transaction=True)
+            pipe.set(self._state_key(session), blob, px=keep)
+            if state.calibration is not None and math.isfinite(state.calibration):
+                pipe.set(self._calibration_key(session), repr(state.calibration), px=keep, nx=True)
+            pipe.pexpire(self._calibration_key(session), keep)
+            pipe.zadd(self._recent_key, {session: now})
+            pipe.execute()
+            with self._lock:
+                self._saves += 1
+                trim = self._saves % TRIM_EVERY == 1
+            if trim:
+                self._trim(now)
+
+        self._run("save", run, None)
+
+    def update_calibration(self, session: str, ratio: float) -> None:
+        """Blend a calibration ratio into the session atomically, in the server."""
+        if not math.isfinite(ratio) or ratio <= 0:
+            return
+        low, high = CALIBRATION_RANGE
+
+        def run() -> None:
+            keys = [self._calibration_key(session), self._recent_key]
+            now = self._now_ms()
+            args: list[str | int | float] = [
+                repr(ratio), self.ttl_ms, low, high, CALIBRATION_WEIGHT, now, session
+            ]  # fmt: skip
+            self._calibrate(keys=keys, args=args)
+
+        self._run("update_calibration", run, None)
+
+    def lease(self, session: str, ttl_ms: int) -> str | None:
+        """The session's lease for `ttl_ms`, shared by every replica: its token; None while
+        another holder's runs; `""` when the store failed (the turn goes on without)."""
+        token = secrets.token_hex(8)
+
+        def run() -> str | None:
+            taken = self._client.set(self._lease_key(session), token, nx=True, px=ttl_ms)
+            return token if taken else None
+
+        unknown: str | None = ""
+        return self._run("lease", run, unknown)
+
+    def release(self, session: str, token: str) -> None:
+        """Give the lease back, if it is still the one `token` took."""
+        self._run(
+            "release", lambda: self._release(keys=[self._lease_key(session)], args=[token]), 0
+        )
+
+    def recent(self, limit: int) -> list[tuple[str, int]]:
+        """The most recently updated live sessions, newest first: `(key, updated_ms)`."""
+
+        def run() -> list[tuple[str, int]]:
+            low = self._now_ms() - self.taint_keep_ms
+            rows = self._client.zrevrangebyscore(
+                self._recent_key, "+inf", low, start=0, num=max(limit, 0), withscores=True
+            )
+            return [(_text(row[0]), int(row[1])) for row in rows]
+
+        return self._run("recent", run, [])
+
+    def ping(self) -> bool:
+        """Whether the server answers."""
+        return self._run("ping", lambda: bool(self._client.ping()), False)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        with contextlib.suppress(redis.RedisError):
+            self._client.close()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _trim(self, now_ms: int) -> None:
+        """Keep the recency index to live sessions and its bound (records expire by TTL)."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zremrangebyscore(self._recent_key, "-inf", now_ms - self.taint_keep_ms)
+        pipe.zremrangebyrank(self._recent_key, 0, -self.max_sessions - 1)
+        pipe.execute()
+
+    def _run(self, operation: str, run: Callable[[], T], default: T) -> T:
+        """`run`; a server, network or timeout error gives `default` (logged once per run of
+        failures, counted every time)."""
+        try:
+            result = run()
+        except (redis.RedisError, OSError) as error:
+            level = logging.DEBUG if self._failing else logging.WARNING
+            log.log(level, "state store %s failed (%s): %s", operation, self.url, error)
+            self._failing = True
+            if self._on_error is not None:
+                self._on_error(operation)
+            return default
+        self._failing = False
+        return result
+
+
+def split_prefix(url: str) -> tuple[str, str]:
+    """The server URL without factrail's own `prefix` query parameter, and the key prefix."""
+    base, _, query = url.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    prefix = next((v for k, v in pairs if k == "prefix"), PREFIX) or PREFIX
+    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return (f"{base}?{rest}" if rest else base), prefix
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def _ratio(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        ratio = float(_text(value))
+    except ValueError:
+        return None
+    return ratio if math.isfinite(ratio) and ratio > 0 else None
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
