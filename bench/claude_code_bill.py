@@ -35,17 +35,19 @@ from tests.integration.processes import start_fake, stop  # noqa: E402
 
 HEADER = (
     f"{'calls':>5} {'route':<16} {'reqs':>4} {'bad':>3} {'compact':>7} {'uncached':>8} "
-    f"{'written':>8} {'read':>9} {'read %':>6} {'billed':>9} {'ratio':>6} {'fact':>4}"
+    f"{'written':>8} {'read':>9} {'read %':>6} {'billed':>9} {'ratio':>6} {'fact':>6}"
 )
 
 
 def row(steps: int, route: str, s: Session, compactions: str, direct: float) -> str:
-    fact = "yes" if s.main and s.main[-1].get("fact_kept") else "NO"
+    answered = bool(s.main) and s.main[-1].get("answered_fact") == s.token
+    reread = any(r.get("recovering") for r in s.main)
+    fact = ("reread" if reread else "yes") if answered else "NO"
     return (
         f"{steps:>5} {route:<16} {len(s.records):>4} {len(s.rejected):>3} {compactions:>7} "
         f"{s.total('input_tokens'):>8,} {s.total('cache_creation'):>8,} "
         f"{s.total('cache_read'):>9,} {s.cache_read_share:>6.1%} {s.billed:>9,.0f} "
-        f"{s.billed / direct:>6.3f} {fact:>4}"
+        f"{s.billed / direct:>6.3f} {fact:>6}"
     )
 
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from factrail.core.formats import openai_chat
 from factrail.core.model import transcript_tokens
 from factrail.judges.rules import RulesJudge
-from factrail.session import SessionCompactor
+from factrail.session import SessionCompactor, step
 from factrail.stores.memory_state import MemoryStateStore
 from tests.options import engine_options
 from tests.test_session import chat
@@ -79,10 +81,14 @@ async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:
     assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "compacted"
 
 
-async def test_what_an_earlier_compaction_decided_stays_frozen() -> None:
+async def test_what_an_earlier_compaction_decided_stays_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A shallow first compaction leaves some old results as they were; the second, deeper one
     changes nothing the first decided (reduced or not), only what is newer, so the provider
-    re-reads its cache up to the newly reduced results."""
+    re-reads its cache up to the newly reduced results. (Aimed at the re-arm gap alone, so the
+    first cut is shallow.)"""
+    monkeypatch.setattr(step, "HEADROOM_TURNS", 0)
     wire = chat(40, size=1500)
     head = wire[:52]
     compactor = make(int(tokens_of(head) * 0.9), "none", rearm=1)

@@ -67,10 +67,12 @@ _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
 @dataclass(frozen=True, slots=True)
 class Reduction:
     """Shares of the transcript's estimated tokens to remove: aim for `target`; past `hard`
-    (0 = never) the oldest results give way by last resort."""
+    (0 = never) the oldest results give way by last resort, down to `evict` (the target when
+    None): room to grow is made by the rails, not by evicting facts."""
 
     target: float
     hard: float
+    evict: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,7 +541,8 @@ def apply(
         # Past the hard line the oldest give way down to the target, not just under the line:
         # each compaction costs the prompt cache from its first change, so one deep cut beats
         # a shallow one every few turns.
-        need = min(hard_need, before * (1 - reduction.target))
+        evict = reduction.target if reduction.evict is None else reduction.evict
+        need = min(hard_need, before * (1 - evict))
         evicting = _brief_old_inputs(slots, uses, briefed, after, need)
         evicting = _last_resort(slots, texts, evicting, need)
         if evicting != after:

@@ -32,10 +32,11 @@ def pressure(
     *,
     aim: float,
     hard: float,
+    evict_to: float | None = None,
 ) -> Reduction:
     """The `Reduction` that brings a context of `context_tokens` (of which the transcript is
     `transcript_tokens`) down to `aim`, the oldest results giving way further while it is still
-    past `hard`."""
+    past `hard` (down to `evict_to`, else to `aim`)."""
     if not (_positive(context_tokens) and _positive(transcript_tokens) and _positive(hard)):
         return Reduction(target=RAIL_FLOOR, hard=RAIL_FLOOR)
     assert context_tokens is not None and transcript_tokens is not None
@@ -47,4 +48,5 @@ def pressure(
     return Reduction(
         target=_clamp(need(aim), TARGET_MIN, TARGET_MAX),
         hard=_clamp(need(hard), 0.0, TARGET_MAX),
+        evict=None if evict_to is None else _clamp(need(evict_to), TARGET_MIN, TARGET_MAX),
     )

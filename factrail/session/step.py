@@ -49,6 +49,9 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
+HEADROOM_TURNS = 10
+"""A compaction leaves room for about this many turns of the session's growth (when that is
+more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -309,9 +312,10 @@ class SessionCompactor:
     def _pays(self, turn: Turn, idle: float | None) -> bool:
         """Whether a compaction at the soft line is worth the cache it breaks: free once the
         cache is cold; else an estimate of the tokens it would invalidate (from the first
-        result it could reduce) against those it would stop resending over the session's
-        expected remaining turns (as many as the transcript has had: a long session is likely to
-        go on)."""
+        result it could reduce) against those it would stop resending (what the rails remove
+        to reach their aim, at most a share of the open results) over the session's expected
+        remaining turns (as many as the transcript has had: a long session is likely to go
+        on)."""
         opts = self.options
         if cold(idle, opts.cache_ttl_s):
             return True
@@ -329,7 +333,7 @@ class SessionCompactor:
         invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
         results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
-        saved = REDUCIBLE_SHARE * reducible
+        saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
         turns = sum(1 for m in turn.work if m.role == "assistant")
         return pays(invalidated, saved, max(turns, 1), price)
 
@@ -515,9 +519,20 @@ class SessionCompactor:
         """Aim the re-arm gap under the soft line, so that a compaction frees room before the
         next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
-        gap = self.options.trigger.gap(turn.trigger) / turn.ratio
-        aim = max(soft_line(trigger) - gap, 0.0)
-        return pressure(turn.estimated, turn.estimated - turn.extra, aim=aim, hard=trigger)
+        aim = self._aim(turn) / turn.ratio
+        floor = self._aim(turn, headroom=False) / turn.ratio
+        estimated, transcript = turn.estimated, turn.estimated - turn.extra
+        return pressure(estimated, transcript, aim=aim, hard=trigger, evict_to=floor)
+
+    def _aim(self, turn: Turn, *, headroom: bool = True) -> float:
+        """Where a compaction aims (calibrated tokens): under the soft line by the re-arm gap,
+        or (`headroom`) by the room the session grows into over `HEADROOM_TURNS` turns at its
+        observed rate when that is more, so the next compaction is that many turns away."""
+        room: float = self.options.trigger.gap(turn.trigger)
+        if headroom:
+            turns = max(sum(1 for m in turn.work if m.role == "assistant"), 1)
+            room = max(room, HEADROOM_TURNS * turn.tokens / turns)
+        return max(soft_line(turn.trigger) - room, 0.0)
 
     def _apply_and_save(
         self,

@@ -20,13 +20,15 @@ For `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`
   request with a `Bash` tool) is answered step by step, by how many tool results it holds: step 0
   reads the file holding the planted fact, later steps `cat`, `Read` and `grep` big generated
   files (`write_project`), one greps for the fact's token, and after `steps` tool calls the answer
-  quotes the fact as it finds it in the transcript it was sent (the first tool result), or says
+  quotes the fact as it finds it in the transcript it was sent (any tool result); when the fact
+  is out of sight (its read became a re-run note) it re-runs the read once, as the note says,
+  and answers from that, or says
   it is gone. Side calls (titles, quota checks, other models) get a short text answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, where it first
-differs from the previous main request, markers, whether the planted line was in the first tool
-result). `POST /_reset` forgets records and cache. Run: `uvicorn
-tests.integration.scripted_anthropic:app`.
+differs from the previous main request, markers, whether the planted line was in any tool
+result, whether the agent re-ran the read). `POST /_reset` forgets records and cache. Run:
+`uvicorn tests.integration.scripted_anthropic:app`.
 """
 
 from __future__ import annotations
@@ -391,13 +393,21 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     step = len(results)
     record["step"] = step
     if results and SCRIPT.fact_token:
-        record["fact_kept"] = fact_line(SCRIPT.fact_token) in _text_of(results[0])
+        line = fact_line(SCRIPT.fact_token)
+        record["fact_kept"] = any(line in _text_of(r) for r in results)
     if step < min(SCRIPT.steps, MAX_STEPS):
         name, args = tool_call(step, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token)
         use = {"type": "tool_use", "id": f"toolu_scripted_{step:03d}", "name": name, "input": args}
         return [{"type": "text", "text": f"Step {step + 1}."}, use]
-    first = _text_of(results[0]) if results else ""
-    found = next((ln for ln in first.splitlines() if FACT_PREFIX in ln), None)
+    lines = (ln for r in results for ln in _text_of(r).splitlines())
+    found = next((ln for ln in lines if FACT_PREFIX in ln), None)
+    if found is None and step == min(SCRIPT.steps, MAX_STEPS) and results:
+        # Not in sight: do what the note in its place says, as an agent would (re-run the read
+        # or fetch the saved output), once, then answer from what it brings back.
+        record["recovering"] = True
+        name, args = tool_call(0, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token)
+        use = {"type": "tool_use", "id": f"toolu_scripted_{step:03d}", "name": name, "input": args}
+        return [{"type": "text", "text": "Reading the notes again."}, use]
     token = found.split(FACT_PREFIX, 1)[1].split()[0] if found else None
     record["answered_fact"] = token
     text = f"The release signing key fingerprint is {token}." if token else "The fact is gone."

@@ -62,8 +62,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def completed(session: Session) -> None:
-    """Claude Code finished, every request was valid, and the fact came back from the early
-    result where it was planted, both in the upstream's last request and in the answer."""
+    """Claude Code finished, every request was valid, and the fact planted in the first result
+    reached the answer: still in the transcript, or one read away (the read became a re-run
+    note, the agent re-ran it once and the last request holds it again)."""
     assert session.returncode == 0, session.stderr
     assert session.result.get("is_error") is False, session.result
     assert session.rejected == [], session.rejected
@@ -71,6 +72,13 @@ def completed(session: Session) -> None:
     assert last["fact_kept"] is True
     assert last["answered_fact"] == session.token
     assert session.token in session.result["result"]
+
+
+def requests(session: Session, steps: int) -> bool:
+    """One main request per tool call and the answer, plus one re-read when the fact was out
+    of sight."""
+    recovered = any(r.get("recovering") for r in session.main)
+    return len(session.main) == steps + 1 + recovered
 
 
 def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
@@ -86,14 +94,15 @@ def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
     direct, through, factrail = stack.pair(LONG)
     completed(direct)
     completed(through)
-    assert len(through.main) == len(direct.main) == LONG + 1
+    assert len(direct.main) == LONG + 1 and requests(through, LONG)
     assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
     assert through.billed < direct.billed
 
 
 @pytest.mark.xfail(
     reason="a compaction re-writes what follows its first changed message at 1.25x and pays back "
-    "only after ~13 more turns; this session ends 4 turns after its one compaction (x1.10)",
+    "only after several more turns; the gate expects as many turns again as the session has had, "
+    "and this one ends 4 turns after its one compaction (x1.04 at T=44k)",
     strict=False,
 )
 def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
