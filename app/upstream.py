@@ -32,7 +32,9 @@ IDENTITY = (b"accept-encoding", b"identity")
 ANTHROPIC_ONLY = (b"x-api-key", b"anthropic-")
 """Anthropic credentials and options: never sent to the OpenAI upstream."""
 log = logging.getLogger("factrail.proxy")
-AnthropicAuthorization = Literal["drop", "forward", "x-api-key"]
+AnthropicAuthorization = Literal["anthropic", "drop", "forward", "x-api-key"]
+ANTHROPIC_CREDENTIAL = b"sk-ant-"
+"""How Anthropic's API keys and OAuth tokens begin."""
 """What reaches the Anthropic upstream of a client's `Authorization` (see the setting)."""
 RESPONSE_DROP = HOP_BY_HOP | {"content-length", "content-encoding", "server", "date"}
 """Bodies are relayed decoded; uvicorn sets its own date and server."""
@@ -71,7 +73,7 @@ class HeaderRules:
     """Where credentials may go: what the Anthropic upstream gets of `Authorization`, and
     secrets of factrail's own (the admin key) that no upstream ever gets, in any header."""
 
-    anthropic_authorization: AnthropicAuthorization = "drop"
+    anthropic_authorization: AnthropicAuthorization = "anthropic"
     withheld: tuple[bytes, ...] = ()
 
 
@@ -111,11 +113,17 @@ def request_headers(
 def _anthropic_authorization(
     pairs: list[tuple[bytes, bytes]], mode: AnthropicAuthorization
 ) -> list[tuple[bytes, bytes]]:
-    """`pairs` bound for Anthropic with `Authorization` dropped, kept, or (`x-api-key`) a bearer
-    token moved to `x-api-key` unless the client sent one (any other scheme is dropped)."""
+    """`pairs` bound for Anthropic with `Authorization` kept when it carries an Anthropic
+    credential (`anthropic`), dropped, kept, or (`x-api-key`) a bearer token moved to
+    `x-api-key` unless the client sent one (any other scheme is dropped)."""
     if mode == "forward" or not any(k == b"authorization" for k, _ in pairs):
         return pairs
     kept = [(k, v) for k, v in pairs if k != b"authorization"]
+    if mode == "anthropic":
+        own = [(k, v) for k, v in pairs if k != b"authorization" or _anthropic_bearer(v)]
+        if len(own) < len(pairs):
+            _note_dropped_authorization()
+        return own
     if mode == "drop":
         _note_dropped_authorization()
         return kept
@@ -126,6 +134,12 @@ def _anthropic_authorization(
         if key == b"authorization" and scheme.lower() == b"bearer" and token.strip():
             return [*kept, (b"x-api-key", token.strip())]
     return kept
+
+
+def _anthropic_bearer(value: bytes) -> bool:
+    """Whether an `Authorization` value is `Bearer sk-ant-…` (an Anthropic key or token)."""
+    scheme, _, token = value.strip().partition(b" ")
+    return scheme.lower() == b"bearer" and token.strip().startswith(ANTHROPIC_CREDENTIAL)
 
 
 def _carries(value: bytes, secrets: tuple[bytes, ...]) -> bool:

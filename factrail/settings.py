@@ -90,13 +90,14 @@ class Settings(BaseSettings):
     anthropic_upstream_url: str = "https://api.anthropic.com"
     """Where `POST /v1/messages` and everything under `/v1/messages/` go; `/v1` is added unless
     the URL already ends in it."""
-    anthropic_authorization: Literal["drop", "forward", "x-api-key"] = "drop"
-    """What the Anthropic upstream gets of a client's `Authorization` header (Anthropic keys
-    travel in `x-api-key`, so by default a bearer meant for another service never reaches it):
-    `drop` (default; said once in the log when it happens); `forward` as sent, for clients
-    signed in with a token rather than a key (Claude Code's OAuth mode, `ANTHROPIC_AUTH_TOKEN`)
-    — opt in only when those clients are yours; `x-api-key` moves a `Bearer` token into
-    `x-api-key` when the client sent none (clients that can only send a bearer API key). The
+    anthropic_authorization: Literal["anthropic", "drop", "forward", "x-api-key"] = "anthropic"
+    """What the Anthropic upstream gets of a client's `Authorization` header: `anthropic`
+    (default) forwards a bearer only when it is an Anthropic credential (`sk-ant-…`: an API
+    key, which the Anthropic SDKs now send as a bearer, or a Claude Code OAuth token) and drops
+    any other, so a token meant for another service never reaches Anthropic (said once in the
+    log); `drop` never forwards it; `forward` forwards any, for clients whose tokens have
+    another shape (`ANTHROPIC_AUTH_TOKEN` of a gateway) — opt in only when those clients are
+    yours; `x-api-key` moves a `Bearer` token into `x-api-key` when the client sent none. The
     OpenAI upstream always gets `Authorization` and never `x-api-key` or `anthropic-*`; no
     upstream ever gets a header carrying `FACTRAIL_ADMIN_KEY`."""
     connect_timeout_s: float = 10.0

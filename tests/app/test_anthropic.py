@@ -153,12 +153,13 @@ def test_anthropic_headers_are_forwarded_and_hop_by_hop_stripped(
 ) -> None:
     route = router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
     key = "sk-" + "ant-" + "A1b2" * 8
+    other = "tok-" + "C3d4" * 8
     r = client.post(
         "/v1/messages",
         json=body(),
         headers={
             "x-api-key": key,
-            "authorization": f"Bearer {key}",
+            "authorization": f"Bearer {other}",
             "anthropic-version": "2023-06-01",
             "anthropic-beta": "prompt-caching-2024-07-31",
             "connection": "keep-alive, x-drop-me",
@@ -170,7 +171,7 @@ def test_anthropic_headers_are_forwarded_and_hop_by_hop_stripped(
     assert r.status_code == 200
     sent = route.calls.last.request
     assert sent.headers["x-api-key"] == key
-    assert "authorization" not in sent.headers  # dropped unless the operator maps it
+    assert "authorization" not in sent.headers  # not an Anthropic credential: never sent there
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert sent.headers["anthropic-beta"] == "prompt-caching-2024-07-31"
     for name in ("x-drop-me", "keep-alive", "x-factrail-session"):

@@ -152,6 +152,15 @@ def api_key() -> str:
         ("x-api-key", {"authorization": "Bearer {b}", "x-api-key": "{k}"}, {"x-api-key": "{k}"}),
         ("x-api-key", {"authorization": "Basic dXNlcjpwdw=="}, {}),
         ("drop", {"x-api-key": "{k}"}, {"x-api-key": "{k}"}),
+        ("drop", {"authorization": "Bearer {k}"}, {}),
+        ("anthropic", {"authorization": "Bearer {b}"}, {}),
+        ("anthropic", {"authorization": "Bearer {k}"}, {"authorization": "Bearer {k}"}),
+        ("anthropic", {"authorization": "Basic {k}"}, {}),
+        (
+            "anthropic",
+            {"authorization": "Bearer {b}", "x-api-key": "{k}"},
+            {"x-api-key": "{k}"},
+        ),
     ],
 )
 def test_authorization_reaches_anthropic_only_as_the_operator_maps_it(
@@ -167,7 +176,7 @@ def test_authorization_reaches_anthropic_only_as_the_operator_maps_it(
 
 
 @pytest.mark.parametrize(("method", "path"), OPENAI_CALLS)
-@pytest.mark.parametrize("mode", ["drop", "forward", "x-api-key"])
+@pytest.mark.parametrize("mode", ["anthropic", "drop", "forward", "x-api-key"])
 def test_the_openai_upstream_gets_authorization_and_never_anthropic_headers(
     method: str, path: str, mode: str
 ) -> None:
