@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 import httpx
 import uvicorn
@@ -14,7 +17,7 @@ from fastapi import FastAPI
 
 from app.engine import Engine, build_engine
 from app.logging import configure_logging
-from app.metrics import Metrics
+from app.metrics import MULTIPROC_ENV, Metrics
 from app.proxy import Gateway
 from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
@@ -29,7 +32,7 @@ from factrail.stores import open_state_store, state_url
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import DAY_SECONDS, OutputStore
 from factrail.stores.paths import data_root
-from factrail.stores.state import StateStore
+from factrail.stores.state import StateStore, StoreConfigError
 
 SWITCH_INTERVAL_S = 0.001
 """How long a thread may hold the interpreter while another waits (Python's default is 5 ms): a
@@ -101,7 +104,7 @@ def create_app(
         except Exception:
             log.exception("the compaction engine could not start; proxying without compaction")
             engine = None
-        app.state.gateway = Gateway(cfg, metrics, http, engine)
+        app.state.gateway = Gateway(cfg, metrics, http, engine, links=store)
         app.state.state_store = store
         app.state.outputs = saved
         sweeper = None
@@ -134,16 +137,43 @@ def create_app(
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Run the gateway with uvicorn (`factrail serve`)."""
+def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
+    """Run the gateway with uvicorn (`factrail serve`); `workers` > 1 runs that many processes
+    on one socket, sharing the state store, the saved outputs and (multiprocess mode) the
+    metrics."""
     settings = Settings()
     configure_logging(settings.log_level)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    uvicorn.run(
-        create_app(settings),
-        host=host,
-        port=port,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        proxy_headers=False,
-    )
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": settings.log_level.lower(),
+        "access_log": False,
+        "proxy_headers": False,
+    }
+    if workers <= 1:
+        uvicorn.run(create_app(settings), **options)
+        return
+    check_shared(settings)
+    with tempfile.TemporaryDirectory(prefix="factrail-metrics-") as shared:
+        os.environ[MULTIPROC_ENV] = shared
+        uvicorn.run("app.main:worker_app", factory=True, workers=workers, **options)
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process (`serve` with several workers): settings from the
+    environment, as the parent read them."""
+    settings = Settings()
+    configure_logging(settings.log_level)
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    return create_app(settings)
+
+
+def check_shared(settings: Settings) -> None:
+    """Several workers must share their state: refuse a per-process store."""
+    url = state_url(settings.state_url)
+    if url.startswith("memory://") or url == "sqlite://:memory:":
+        raise StoreConfigError(
+            f"--workers needs a state store the workers share; {url} lives in one process"
+            " (use sqlite:///abs/path.db or redis://host:6379/0)"
+        )

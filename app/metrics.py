@@ -2,12 +2,20 @@
 
 Label values come from small fixed sets (routes, outcomes, judge kinds, reasons, families);
 nothing per session, model or path is ever a label.
+
+With several workers (`factrail serve --workers N`) every worker writes its samples to files
+in `PROMETHEUS_MULTIPROC_DIR` (prometheus-client's multiprocess mode, which `serve` sets up) and
+a scrape of any worker adds them up: counters and histograms are summed over the workers,
+gauges take their maximum.
 """
 
 from __future__ import annotations
 
+import os
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from app.usage import Usage
 from factrail import __version__
@@ -15,6 +23,7 @@ from factrail.session import TurnResult
 from factrail.stores.outputs import SweepReport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 TOKEN_BUCKETS = (
     1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 75_000, 100_000, 125_000, 150_000,
     175_000, 200_000, 250_000, 300_000, 400_000, 500_000, 750_000, 1_000_000, 2_000_000,
@@ -130,7 +139,10 @@ class Metrics:
             registry=r,
         )
         self.outputs_bytes = Gauge(
-            p + "outputs_bytes", "Bytes of saved outputs after the last sweep.", registry=r
+            p + "outputs_bytes",
+            "Bytes of saved outputs after the last sweep.",
+            registry=r,
+            multiprocess_mode="max",
         )
         self.reapplied = Counter(
             p + "reapplied_results", "Tool results re-reduced from a stored plan.", registry=r
@@ -178,7 +190,9 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
-        self.build_info = Gauge(p + "build_info", "Build information.", ["version"], registry=r)
+        self.build_info = Gauge(
+            p + "build_info", "Build information.", ["version"], registry=r, multiprocess_mode="max"
+        )
         self.build_info.labels(version=__version__).set(1)
         self._request_counts: dict[tuple[str, str, int], Counter] = {}
 
@@ -239,5 +253,11 @@ class Metrics:
         self.outputs_bytes.set(report.bytes)
 
     def render(self) -> bytes:
-        """The text exposition format."""
-        return generate_latest(self.registry)
+        """The text exposition format: this process's registry, or in multiprocess mode every
+        worker's samples added up."""
+        shared = os.environ.get(MULTIPROC_ENV)
+        if not shared:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=shared)  # type: ignore[no-untyped-call]
+        return generate_latest(registry)

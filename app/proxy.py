@@ -9,12 +9,13 @@ session whose calibrated estimate runs above the raw one.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpx
 import orjson
@@ -108,6 +109,13 @@ class Prepared:
     """The body is the rewritten, decoded form of one sent under a content coding."""
 
 
+class Links(Protocol):
+    """Where Responses ids are remembered across processes (a `StateStore`)."""
+
+    def link(self, response_id: str, session: str) -> None: ...
+    def linked(self, response_id: str) -> str | None: ...
+
+
 class Gateway:
     """Shared state of the proxy: settings, metrics, the upstream client and the engine."""
 
@@ -117,8 +125,12 @@ class Gateway:
         metrics: Metrics,
         client: httpx.AsyncClient,
         engine: Engine | None,
+        links: Links | None = None,
     ) -> None:
+        """`links`: where Responses ids are remembered for every worker and replica (the
+        state store); without it, in this process only."""
         self.settings = settings
+        self.links = links
         self.metrics = metrics
         self.client = client
         self.engine = engine
@@ -242,6 +254,7 @@ class Gateway:
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
             system = _system_text(data, route)
             doc = _with_system(parse(items), system)
+            await self._recall_chain(data)
             session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
             phase = "compact"
             started = time.perf_counter()
@@ -326,6 +339,17 @@ class Gateway:
         answer.raw_headers.extend(set_cookies(upstream.headers))
         return answer
 
+    async def _recall_chain(self, data: dict[str, Any]) -> None:
+        """Learn from the shared store which session a `previous_response_id` continues, when
+        this process does not know (another worker or replica answered it)."""
+        previous = data.get("previous_response_id")
+        if self.links is None or not isinstance(previous, str) or not previous:
+            return
+        if self.sessions.answered_by(previous) is None:
+            session = await asyncio.to_thread(self.links.linked, previous)
+            if session is not None:
+                self.sessions.remember(previous, session)
+
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
         """Count the usage the upstream reported; for a session, remember which session a
         Responses id answered, watch its cache reads and calibrate its token estimate."""
@@ -337,6 +361,9 @@ class Gateway:
             return
         if reader.response_id is not None:
             self.sessions.remember(reader.response_id, session)
+            if self.links is not None:  # for the other workers and replicas, off the loop
+                loop = asyncio.get_running_loop()
+                loop.run_in_executor(None, self.links.link, reader.response_id, session)
         if usage is None:
             return
         if self.sessions.cache_broke(session, usage.cached, prepared.outcome == "compacted"):

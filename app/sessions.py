@@ -1,8 +1,9 @@
 """What the gateway remembers of recent sessions, in memory and bounded: which session each
 Responses id answered (the `previous_response_id` chain) and each session's last cache read.
 
-Both are per process: with several workers, a session's turns answered by different workers
-are compared and chained only within each worker.
+Both are per process; the chain is also kept in the state store (`StateStore.link`), so a
+chain continued on another worker or replica finds its session there. Cache reads are compared
+within each process only.
 """
 
 from __future__ import annotations

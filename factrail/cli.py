@@ -37,6 +37,13 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the OpenAI-compatible gateway")
     serve.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8080)")
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on one socket (default 1); they share the state store (SQLite"
+        " file or Redis, not memory://), the saved outputs and the metrics",
+    )
 
     compact = sub.add_parser("compact", help="compact one transcript file")
     compact.add_argument("file", type=Path)
@@ -167,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _check_bind(host)
             from app.main import serve
 
-            serve(host=host, port=args.port or 8080)
+            serve(host=host, port=args.port or 8080, workers=max(1, args.workers))
             return 0
         if args.command == "compact":
             return asyncio.run(_compact(args))

@@ -10,6 +10,8 @@ from dataclasses import replace
 
 from factrail.stores.state import SessionState, decode_state, encode_state, smooth_calibration
 
+MAX_LINKS = 100_000
+
 
 class MemoryStateStore:
     """A dict of encoded states: callers never share mutable objects with the store."""
@@ -19,6 +21,7 @@ class MemoryStateStore:
         self._states: dict[str, bytes] = {}
         self._lock = threading.Lock()
         self._leases: dict[str, tuple[str, int]] = {}
+        self._links: dict[str, str] = {}
 
     def load(self, session: str) -> SessionState | None:
         """The saved state of `session`, or None."""
@@ -78,6 +81,18 @@ class MemoryStateStore:
         with self._lock:
             if self._leases.get(session, ("", 0))[0] == token:
                 del self._leases[session]
+
+    def link(self, response_id: str, session: str) -> None:
+        """Remember which session a Responses id answered (the oldest forgotten past a bound)."""
+        with self._lock:
+            self._links[response_id] = session
+            if len(self._links) > MAX_LINKS:
+                del self._links[next(iter(self._links))]
+
+    def linked(self, response_id: str) -> str | None:
+        """The session a Responses id answered, if remembered."""
+        with self._lock:
+            return self._links.get(response_id)
 
     def ping(self) -> bool:
         """Always reachable."""

@@ -39,6 +39,9 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated_ms)",
     "CREATE TABLE IF NOT EXISTS leases ("
     " key TEXT PRIMARY KEY, token TEXT NOT NULL, expires_ms INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS links ("
+    " key TEXT PRIMARY KEY, session TEXT NOT NULL, updated_ms INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS links_updated ON links (updated_ms)",
 )
 _UPSERT = (
     "INSERT INTO sessions (key, updated_ms, state) VALUES (?, ?, ?) ON CONFLICT (key)"
@@ -212,6 +215,29 @@ class SqliteStateStore:
 
         self._run("release", run, None)
 
+    def link(self, response_id: str, session: str) -> None:
+        """Remember which session a Responses id answered (pruned with the sessions)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO links (key, session, updated_ms) VALUES (?, ?, ?)",
+                (response_id, session, self._now_ms()),
+            )
+
+        self._run("link", run, None)
+
+    def linked(self, response_id: str) -> str | None:
+        """The session a Responses id answered, if remembered and not past the TTL."""
+
+        def run(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT session FROM links WHERE key = ? AND updated_ms >= ?",
+                (response_id, self._now_ms() - self.ttl_ms),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return self._run("linked", run, None)
+
     def ping(self) -> bool:
         """Whether the database answers a query."""
 
@@ -241,6 +267,7 @@ class SqliteStateStore:
         try:
             conn.execute("DELETE FROM sessions WHERE updated_ms < ?", (keep_from,))
             conn.executemany("DELETE FROM sessions WHERE key = ?", [(k,) for k in doomed])
+            conn.execute("DELETE FROM links WHERE updated_ms < ?", (now_ms - self.ttl_ms,))
         except BaseException:
             conn.execute("ROLLBACK")
             raise

@@ -110,7 +110,7 @@ def test_sdk_request_is_compacted_keeping_prose_thinking_and_pairs(stack: Anthro
     record = stack.records()[-1]
     assert record["path"] == "/v1/messages"
     auth = record["headers"].get("x-api-key", "") + record["headers"].get("authorization", "")
-    assert stack.key in auth, record["headers"]  # SDK versions send the key as x-api-key or as a bearer
+    assert stack.key in auth, record["headers"]  # as x-api-key, or as a bearer (SDK 2.x)
     assert record["headers"]["anthropic-version"]
     assert record["headers"]["anthropic-beta"] == "interleaved-thinking-2025-05-14"
     sent = orjson.loads(record["body"])

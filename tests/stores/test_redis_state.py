@@ -222,3 +222,9 @@ async def test_a_dead_store_compacts_by_the_rules_and_fences(tmp_path: Path) -> 
     result = await compactor.compact("s", openai_chat.parse(chat(30)))
     assert result.outcome == "compacted"
     assert "load" in errors and "lease" in errors
+
+
+def test_response_links_are_shared(store: RedisStateStore) -> None:
+    assert store.linked("resp_1") is None
+    store.link("resp_1", "c-abc")
+    assert store.linked("resp_1") == "c-abc"

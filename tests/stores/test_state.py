@@ -420,3 +420,22 @@ def test_a_tainted_record_is_read_past_the_ttl_while_its_outputs_are_kept(tmp_pa
     assert store.fetch("clean") == (None, True)
     clock.now += 6 * DAY
     assert store.fetch("tainted") == (None, True)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_response_links(kind: str, tmp_path: Path) -> None:
+    """Which session a Responses id answered, for every process on the store."""
+    clock = Clock()
+    store: StateStore = (
+        MemoryStateStore(clock)
+        if kind == "memory"
+        else SqliteStateStore(tmp_path / "s.db", ttl_seconds=DAY, clock=clock)
+    )
+    assert store.linked("resp_1") is None
+    store.link("resp_1", "c-abc")
+    assert store.linked("resp_1") == "c-abc"
+    if kind == "sqlite":
+        other = SqliteStateStore(tmp_path / "s.db", ttl_seconds=DAY, clock=clock)
+        assert other.linked("resp_1") == "c-abc"
+        clock.now += 2 * DAY
+        assert other.linked("resp_1") is None

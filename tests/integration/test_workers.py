@@ -1,0 +1,112 @@
+"""`factrail serve --workers 2` as a real process, on a SQLite file and on a real Redis-protocol
+server: a session's later turns re-apply the same plan whichever worker answers, `/metrics`
+adds up every worker's counts, and a per-process store is refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.processes import TRIGGER_TOKENS, free_port, start, start_fake, stop
+from tests.integration.test_gateway import transcript
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+TURNS = 24
+"""Requests of the later turn, each on a new connection (so both workers answer some)."""
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    url, proc = start_fake("tests.integration.fake_upstream:app")
+    try:
+        yield url + "/v1"
+    finally:
+        stop(proc)
+
+
+def serve_workers(upstream: str, home: Path, state_url: str) -> tuple[str, subprocess.Popen[bytes]]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "FACTRAIL_UPSTREAM_URL": upstream,
+        "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
+        "FACTRAIL_REARM_TOKENS": "1000",
+        "FACTRAIL_PRICE_PROFILE": "none",
+        "FACTRAIL_STATE_URL": state_url,
+    }
+    args = [sys.executable, "-m", "factrail", "serve", "--port", str(port), "--workers", "2"]
+    proc = start(args, env, f"http://127.0.0.1:{port}/healthz")
+    return f"http://127.0.0.1:{port}", proc
+
+
+def samples(text: str, name: str) -> float:
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    )
+
+
+def fresh(base: str) -> httpx.Client:
+    """A client whose every request opens a new connection (workers take turns to accept)."""
+    return httpx.Client(base_url=base, limits=httpx.Limits(max_keepalive_connections=0))
+
+
+def exercise(base: str, upstream: str) -> None:
+    messages = transcript()
+    body = {"model": "gpt-4o", "messages": messages}
+    headers = {"x-factrail-session": "workers-" + base.rsplit(":", 1)[1]}
+    with fresh(base) as client:
+        first = client.post("/v1/chat/completions", json=body, headers=headers)
+        assert first.headers["x-factrail"] == "compacted"
+        later = {**body, "messages": [*messages, {"role": "assistant", "content": "On it."},
+                                      {"role": "user", "content": "Go on."}]}  # fmt: skip
+        outcomes = set()
+        for _ in range(TURNS):
+            r = client.post("/v1/chat/completions", json=later, headers=headers)
+            assert r.status_code == 200
+            outcomes.add(r.headers["x-factrail"])
+        assert outcomes == {"reapplied"}
+        records = httpx.get(upstream[: -len("/v1")] + "/_records").json()
+        sent = [orjson.loads(rec["body"])["messages"] for rec in records][-TURNS:]
+        assert all(m[: len(messages)] == sent[0][: len(messages)] for m in sent)
+        for _ in range(8):  # every scrape, whichever worker serves it, adds up all workers
+            text = client.get("/metrics").text
+            assert samples(text, "factrail_requests_total") == TURNS + 1
+            assert samples(text, "factrail_compactions_total") == 1
+
+
+def test_two_workers_on_sqlite(upstream: str, tmp_path: Path) -> None:
+    base, proc = serve_workers(upstream, tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        exercise(base, upstream)
+    finally:
+        stop(proc)
+
+
+def test_two_workers_on_redis(upstream: str, tmp_path: Path, redis_server: RedisServer) -> None:
+    base, proc = serve_workers(upstream, tmp_path, redis_server.url + "?prefix=w:")
+    try:
+        exercise(base, upstream)
+    finally:
+        stop(proc)
+
+
+def test_workers_refuse_a_per_process_store(tmp_path: Path) -> None:
+    env = {**os.environ, "FACTRAIL_STATE_URL": "memory://", "XDG_DATA_HOME": str(tmp_path)}
+    args = [sys.executable, "-m", "factrail", "serve", "--port", str(free_port()), "--workers", "2"]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "memory://" in done.stderr and "share" in done.stderr
