@@ -54,7 +54,9 @@ def failure_samples(metrics: Metrics) -> dict[str, float]:
     }
 
 
-def test_a_save_the_quota_refuses_keeps_the_note_that_names_the_call(tmp_path: Path) -> None:
+def test_a_result_the_quota_refuses_to_save_is_sent_whole(tmp_path: Path) -> None:
+    """Nothing is lost: a result whose original cannot be saved is not reduced at all (a note
+    naming a copy that is not there, or "in this transcript" where it is not, would lose it)."""
     wire = chat(30)
     store = OutputStore(
         tmp_path / "outputs",
@@ -65,12 +67,12 @@ def test_a_save_the_quota_refuses_keeps_the_note_that_names_the_call(tmp_path: P
     assert result.outcome == "compacted"
     assert result.saved > 0 and result.save_failures["quota"] > 0
     reduced = reduced_results(wire, result)
-    saved = [t for t in reduced if "full output saved" in t]
-    refused = [t for t in reduced if "full output saved" not in t]
-    assert len(saved) == result.saved and len(refused) >= result.save_failures["quota"]
-    for text in refused:
-        assert "factrail outputs get" not in text and "/v1/factrail/outputs/" not in text
-        assert "in this transcript" in "\n".join(mark_lines(text))
+    assert len(reduced) == result.saved
+    assert all("full output saved" in t for t in reduced)
+    sent = result.document
+    assert isinstance(sent, list)
+    whole = [m for m, o in zip(sent, wire, strict=True) if m.get("role") == "tool" and m == o]
+    assert len(whole) >= result.save_failures["quota"]
     on_disk = sum(p.stat().st_size for p in (tmp_path / "outputs").rglob("*.txt"))
     assert on_disk <= 10_000
     metrics = Metrics()
@@ -78,14 +80,13 @@ def test_a_save_the_quota_refuses_keeps_the_note_that_names_the_call(tmp_path: P
     assert failure_samples(metrics) == {"quota": result.save_failures["quota"], "error": 0.0}
 
 
-def test_a_store_without_its_secret_saves_nothing_and_claims_nothing(tmp_path: Path) -> None:
+def test_a_store_without_its_secret_saves_nothing_and_reduces_nothing(tmp_path: Path) -> None:
     key_file = tmp_path / "outputs.key"
     key_file.mkdir()  # not a file: no secret can be read or made
     wire = chat(30)
     result = compact(OutputStore(tmp_path / "outputs", secret_file=key_file), wire, "s")
-    assert result.outcome == "compacted" and result.saved == 0
-    assert result.save_failures.get("error", 0) > 0
-    assert all("full output saved" not in t for t in reduced_results(wire, result))
+    assert result.saved == 0 and result.save_failures.get("error", 0) > 0
+    assert reduced_results(wire, result) == []
 
 
 def test_compacting_a_compacted_transcript_keeps_its_notes_byte_for_byte(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@
 Every newly reduced original is saved (redacted, 0600) and its note then names it by its output
 id, `<capability>/<tool_use_id>`: in the gateway as the HTTP route that serves it, and always as
 the `factrail outputs get` command; never as a path on the server. The full arguments of a newly
-briefed call are saved beside it. A result whose original cannot be saved (an I/O error, the
-byte quota, no secret) keeps the note that names the call, as before any save: no note ever
-points at a copy that is not there.
+briefed call are saved beside it. A result whose original cannot be saved (an I/O error, a
+read-only or full volume, the byte quota, no secret) is sent whole, as it came: nothing is
+lost, and no note ever points at a copy that is not there.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Saved:
     """The output id of each saved original (`factrail outputs get ID`)."""
     failures: dict[str, int] = field(default_factory=dict)
     """Originals that could not be saved, by reason: `quota` (the byte quota refused them) or
-    `error` (the disk or the secret failed); their notes name the call."""
+    `error` (the disk or the secret failed); they are sent whole."""
 
 
 class OutputWriter:
@@ -66,6 +66,8 @@ class OutputWriter:
             pending = [i for i, o in originals.items() if i in changed and not is_compacted(o)]
             if pending:
                 saved.failures["error"] = len(pending)
+                saved.texts.update((i, originals[i]) for i in pending)
+                _swap(messages, saved.texts)
             return saved
         for tool_use_id, text in changed.items():
             original = originals.get(tool_use_id)
@@ -82,7 +84,8 @@ class OutputWriter:
             if isinstance(got, OSError):
                 reason = "quota" if isinstance(got, QuotaExceeded) else "error"
                 saved.failures[reason] = saved.failures.get(reason, 0) + 1
-                log.warning("could not save an output (%s); its note names the call", got)
+                log.warning("could not save an output (%s); it is sent whole", got)
+                saved.texts[tool_use_id] = originals[tool_use_id]
                 continue
             saved.texts[tool_use_id] = notes[tool_use_id]
             saved.where[tool_use_id] = got.output_id

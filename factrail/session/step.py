@@ -431,14 +431,15 @@ class SessionCompactor:
             self._apply_and_save, turn, actions, self._reduction(turn), originals
         )
         sent_texts = _originals(applied.messages)
-        first = next((i for i, hit in enumerate(applied.touched) if hit), None)
+        result.save_failures = saved.failures
+        first = _first_changed(applied.messages, originals, applied.briefed)
         result.reduced = self._record_plan(turn, applied, saved, originals, sent_texts)
         self._settle(turn)
         sent = self.transcript_tokens(applied.messages) + turn.extra
         after = math.ceil(sent * turn.ratio)
         turn.state.baseline_tokens = after
         turn.state.updated_ms = int(self._clock() * 1000)
-        if not applied.changed and not applied.briefed:
+        if first is None:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
             # re-arm gap from here keeps the next turns from trying again at once.
             await self._persist(turn)
@@ -464,7 +465,6 @@ class SessionCompactor:
         result.tier = applied.tier
         result.saved = saved.count
         result.redactions = saved.redactions
-        result.save_failures = saved.failures
         result.compactions = turn.state.compactions
         return result
 
@@ -622,6 +622,19 @@ class SessionCompactor:
                 self.state.save(key, state)
             except Exception:  # losing the state costs cache hits, never this request
                 log.warning("could not save a session's state", exc_info=True)
+
+
+def _first_changed(
+    messages: Sequence[Message], originals: Mapping[str, str], briefed: Mapping[str, Any]
+) -> int | None:
+    """The first message whose result text differs from the original or whose call was briefed
+    (a result sent whole because its original could not be saved is not a change)."""
+    for i, m in enumerate(messages):
+        if any(r.text != originals.get(r.tool_use_id, r.text) for r in m.tool_results):
+            return i
+        if any(u.tool_use_id in briefed for u in m.tool_uses):
+            return i
+    return None
 
 
 def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int | None:
