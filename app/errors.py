@@ -7,6 +7,7 @@ Anthropic: `{"type": "error", "error": {"type", "message"}}`, the type named by 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 import orjson
 from starlette.responses import Response
@@ -57,3 +58,22 @@ def _json(status: int, body: object, headers: Mapping[str, str] | None) -> Respo
     return Response(
         orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
     )
+
+
+StreamShape = Literal["openai", "responses", "anthropic"]
+"""How a route's server-sent events carry an error: Chat Completions (and the other OpenAI
+streams), the Responses API, or Anthropic's Messages."""
+
+
+def stream_error(shape: StreamShape, status: int, message: str, code: str) -> bytes:
+    """One server-sent event telling the client that the stream failed, in the shape its SDK
+    raises on: `data: {"error": …}` (OpenAI), `event: error` with the Responses error event, or
+    Anthropic's `event: error` (`api_error`, `overloaded_error`, … named by `status`)."""
+    if shape == "anthropic":
+        typed = {"type": anthropic_error_type(status), "message": message}
+        return b"event: error\ndata: " + orjson.dumps({"type": "error", "error": typed}) + b"\n\n"
+    if shape == "responses":
+        event = {"type": "error", "code": code, "message": message, "param": None}
+        return b"event: error\ndata: " + orjson.dumps(event) + b"\n\n"
+    error = {"message": message, "type": "upstream_error", "param": None, "code": code}
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"

@@ -21,6 +21,7 @@ from app.metrics import MULTIPROC_ENV, Metrics
 from app.proxy import Gateway
 from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
+from app.shutdown import exit_zero_on_sigterm
 from app.sweeper import sweep_outputs
 from app.upstream import make_client
 from factrail import __version__
@@ -150,7 +151,9 @@ def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
         "log_level": settings.log_level.lower(),
         "access_log": False,
         "proxy_headers": False,
+        "timeout_graceful_shutdown": settings.shutdown_timeout_s,
     }
+    exit_zero_on_sigterm()
     if workers <= 1:
         uvicorn.run(create_app(settings), **options)
         return

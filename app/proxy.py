@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.cache_marks import CacheMarks
 from app.engine import Engine
-from app.errors import anthropic_error, openai_error
+from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
@@ -185,6 +185,8 @@ class Gateway:
             await response(scope, receive, send)
         finally:
             status = response.status_code
+            if isinstance(response, Relay) and response.cut is not None:
+                outcome = response.cut  # ended early on our side: counted apart from its status
             self.metrics.count_request(route.label, outcome, status)
             log_request(
                 route=route.label,
@@ -320,7 +322,7 @@ class Gateway:
         reader = UsageReader(route.provider)
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"
-            relay = Relay(upstream, headers)
+            relay = Relay(upstream, headers, shape=_stream_shape(route, content_type))
             if route.field is not None:  # a compaction route: its usage is read on the way past
                 relay.tap, relay.done = reader.feed, partial(self._answered, prepared, reader)
             relay.raw_headers.extend(set_cookies(upstream.headers))
@@ -375,6 +377,15 @@ class Gateway:
             self.engine.compactor.observe_usage(session, usage.prompt, result.estimated_sent)
         except Exception:
             log.warning("usage calibration failed", exc_info=True)
+
+
+def _stream_shape(route: Route, content_type: str) -> StreamShape | None:
+    """The shape of an error event in the route's event stream; None for any other body."""
+    if "text/event-stream" not in content_type:
+        return None
+    if route.provider == "anthropic":
+        return "anthropic"
+    return "responses" if route is RESPONSES else "openai"
 
 
 def _raw_path(scope: Scope) -> str:

@@ -108,6 +108,10 @@ class Settings(BaseSettings):
     """Connection pool size of the one shared upstream client."""
     max_body_bytes: int = 32 * 1024 * 1024
     """Larger request bodies get a 413."""
+    shutdown_timeout_s: float = 10.0
+    """On SIGTERM (or Ctrl-C), how long in-flight requests and streams may run on before they
+    are cut (a stream then ends with an error event in its provider's shape); the process then
+    exits with status 0. New connections are refused meanwhile."""
     admin_key: SecretStr = SecretStr("")
     """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`.
     `factrail serve` refuses to bind anything but a loopback address without it."""
@@ -371,6 +375,7 @@ _POST_CHECKS: dict[str, Callable[[Any], Any]] = {
     "judge_deadline_ms": _positive,
     "connect_timeout_s": _positive,
     "read_timeout_s": _positive,
+    "shutdown_timeout_s": _not_negative,
     "keep_threshold": _keep_threshold,
     "context_windows": _merge_windows,
     "outputs_secret": _secret_length,

@@ -35,6 +35,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "read_timeout_s",
             "max_connections",
             "max_body_bytes",
+            "shutdown_timeout_s",
             "admin_key",
             "log_level",
         ),

@@ -40,10 +40,6 @@ DOCKERFILE = DEPLOY / "Dockerfile"
 K8S_VERSION = "1.30.0"
 """The oldest Kubernetes the manifests are written for; kubernetes-validate bundles its schemas
 (and those of every later release it knows, which a newer cluster accepts as well)."""
-DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
-"""`FACTRAIL_SHUTDOWN_TIMEOUT_S`'s default, used while the setting itself has not landed."""
-PENDING_SETTINGS = {"FACTRAIL_SHUTDOWN_TIMEOUT_S"}
-"""Settings issue 14 is adding concurrently: accepted only while `Settings` lacks them."""
 OTHER_FACTRAIL_ENV = {"FACTRAIL_CONFIG"}
 """Read from the environment but not a field of `Settings` (the TOML file's path)."""
 
@@ -311,14 +307,11 @@ def settings_env_names() -> set[str]:
 
 
 def unknown_settings(names: set[str]) -> set[str]:
-    known = settings_env_names()
-    pending = {n for n in PENDING_SETTINGS if n not in known}
-    return {n for n in names if n not in known and n not in pending}
+    return names - settings_env_names()
 
 
 def shutdown_timeout_s(env: dict[str, Any]) -> float:
-    field = Settings.model_fields.get("shutdown_timeout_s")
-    default = float(field.default) if field is not None else DEFAULT_SHUTDOWN_TIMEOUT_S
+    default = Settings.model_fields["shutdown_timeout_s"].default
     return float(env.get("FACTRAIL_SHUTDOWN_TIMEOUT_S", default))
 
 

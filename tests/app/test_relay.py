@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
+import orjson
+import pytest
 from starlette.types import Message
 
 from app.relay import Relay
@@ -80,3 +83,118 @@ async def test_a_client_leaving_a_silent_stream_closes_the_upstream() -> None:
     assert [m.get("body") for m in sent[1:]] == [FIRST]
     assert stream.closed
     assert tapped == [FIRST] and ended == [True]  # what was reported until then still counts
+
+
+class Failing(httpx.AsyncByteStream):
+    """Yields `chunks`, then fails as a dead upstream does (`error`), or hangs when None."""
+
+    def __init__(self, chunks: list[bytes], error: Exception | None) -> None:
+        self.chunks = chunks
+        self.error = error
+        self.closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+        if self.error is None:
+            await asyncio.Event().wait()
+        else:
+            raise self.error
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def never(*_: object) -> Message:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+async def relayed(relay: Relay) -> list[Message]:
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await asyncio.wait_for(relay({"type": "http"}, never, send), 5)
+    return sent
+
+
+CUT = httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+
+
+async def test_an_upstream_dying_mid_stream_ends_it_with_an_error_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stream = Failing([FIRST], CUT)
+    ended: list[bool] = []
+    relay = Relay(httpx.Response(200, stream=stream), {}, done=lambda: ended.append(True))
+    relay.shape = "openai"
+    with caplog.at_level(logging.WARNING, "factrail.proxy"):
+        sent = await relayed(relay)
+    bodies = [m["body"] for m in sent[1:]]
+    assert bodies[0] == FIRST and bodies[-1] == b""
+    assert [m["more_body"] for m in sent[1:]] == [True, True, False]
+    event = bodies[1]
+    assert event.startswith(b"data: ") and event.endswith(b"\n\n")
+    error = orjson.loads(event[6:])["error"]
+    assert error["code"] == "upstream_cut" and error["type"] == "upstream_error"
+    assert relay.cut == "upstream-cut"
+    assert stream.closed and ended == [True]
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].exc_info is None
+    assert warnings[0].fields["error"] == "RemoteProtocolError"  # type: ignore[attr-defined]
+
+
+async def test_an_event_left_open_is_closed_before_the_anthropic_error_event() -> None:
+    partial = b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"te'
+    relay = Relay(httpx.Response(200, stream=Failing([partial], httpx.ReadError("reset"))), {})
+    relay.shape = "anthropic"
+    sent = await relayed(relay)
+    event = sent[2]["body"]
+    assert event.startswith(b"\n\nevent: error\ndata: ")
+    payload = orjson.loads(event.split(b"data: ", 1)[1])
+    assert payload == {
+        "type": "error",
+        "error": {"type": "api_error", "message": "the upstream cut the stream"},
+    }
+    assert sent[-1] == {"type": "http.response.body", "body": b"", "more_body": False}
+
+
+async def test_a_body_other_than_events_is_left_incomplete() -> None:
+    relay = Relay(httpx.Response(200, stream=Failing([b'{"data": ['], CUT)), {})
+    sent = await relayed(relay)
+    assert [m.get("more_body") for m in sent[1:]] == [True]  # never completed: the server drops it
+    assert relay.cut == "upstream-cut"
+
+
+async def test_a_failure_after_the_last_event_loses_nothing() -> None:
+    done = b"data: [DONE]\n\n"
+    relay = Relay(httpx.Response(200, stream=Failing([FIRST, USAGE, done], CUT)), {})
+    relay.shape = "openai"
+    sent = await relayed(relay)
+    assert [m["body"] for m in sent[1:]] == [FIRST, USAGE, done, b""]
+    assert relay.cut is None
+
+
+async def test_the_server_cancelling_at_shutdown_ends_the_stream_cleanly() -> None:
+    stream = Failing([FIRST], None)
+    relay = Relay(httpx.Response(200, stream=stream), {})
+    relay.shape = "responses"
+    sent: list[Message] = []
+    first = asyncio.Event()
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        if message.get("body"):
+            first.set()
+
+    task = asyncio.get_running_loop().create_task(relay({"type": "http"}, never, send))
+    await first.wait()
+    task.cancel("timeout graceful shutdown exceeded")
+    await asyncio.wait_for(task, 5)  # returns: no exception reaches the server
+    event = sent[2]["body"]
+    assert event.startswith(b"event: error\ndata: ")
+    assert orjson.loads(event.split(b"data: ", 1)[1])["code"] == "shutting_down"
+    assert sent[-1]["more_body"] is False
+    assert relay.cut == "shutdown-cut" and stream.closed

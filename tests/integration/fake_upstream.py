@@ -3,12 +3,15 @@
 It records every request body (`GET /_records`, `POST /_reset`) and misbehaves on demand, per
 request, through the `x-fake-mode` header: `429`, `500`, `hang`, `reset` (the connection drops
 mid-body), `cut` (a stream stops mid-way), `linger` (a stream ends a second after `[DONE]`) or
-`no-usage`. Run: `uvicorn tests.integration.fake_upstream:app`.
+`no-usage`. A stream can be slow: `x-fake-chunks: N` and `x-fake-interval: S` send N content
+chunks S seconds apart before the usage and `[DONE]` (a model generating). Run:
+`uvicorn tests.integration.fake_upstream:app`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -21,6 +24,8 @@ from starlette.routing import Route
 from tests.integration.fakes import json_response, record_routes
 
 RECORDS: list[dict[str, Any]] = []
+RECORDING = os.environ.get("FAKE_UPSTREAM_RECORDS", "1") != "0"
+"""`FAKE_UPSTREAM_RECORDS=0` records nothing (a load bench's thousands of bodies)."""
 PROMPT_TOKENS = 4242
 CACHED_TOKENS = 4096
 CHAT_USAGE = {
@@ -79,6 +84,15 @@ async def _stream(mode: str) -> AsyncIterator[bytes]:
         await asyncio.sleep(1)
 
 
+async def _slow(chunks: int, interval: float) -> AsyncIterator[bytes]:
+    yield _chunk({"role": "assistant", "content": ""})
+    for i in range(chunks):
+        await asyncio.sleep(interval)
+        yield _chunk({"content": f"token {i} "})
+    yield _chunk({}, usage=True)
+    yield b"data: [DONE]\n\n"
+
+
 async def _reset() -> AsyncIterator[bytes]:
     yield b'{"partial": '
     raise ConnectionResetError("fake upstream dropped the connection")
@@ -86,7 +100,8 @@ async def _reset() -> AsyncIterator[bytes]:
 
 async def chat(request: Request) -> Response:
     body = await request.body()
-    RECORDS.append({"path": request.url.path, "body": body.decode("utf-8", "surrogateescape")})
+    if RECORDING:
+        RECORDS.append({"path": request.url.path, "body": body.decode("utf-8", "surrogateescape")})
     mode = request.headers.get("x-fake-mode", "")
     if mode == "429":
         error = {"error": {"message": "rate limited", "type": "requests", "param": None,
@@ -112,6 +127,10 @@ async def chat(request: Request) -> Response:
             }
         )
     if data.get("stream"):
+        chunks = request.headers.get("x-fake-chunks")
+        if chunks is not None:
+            interval = float(request.headers.get("x-fake-interval", "0"))
+            return StreamingResponse(_slow(int(chunks), interval), media_type="text/event-stream")
         return StreamingResponse(_stream(mode), media_type="text/event-stream")
     answer = _completion(bool(data.get("tools")))
     if mode == "no-usage":  # leaves the proxy's token estimate uncalibrated
