@@ -12,6 +12,7 @@ import re
 import secrets
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,17 +77,28 @@ class Session:
         return read / whole if whole else 0.0
 
 
-def run_session(endpoint: str, base_url: str, steps: int, work: Path) -> Session:
+def run_session(
+    endpoint: str,
+    base_url: str,
+    steps: int,
+    work: Path,
+    *,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    script: Mapping[str, Any] | None = None,
+) -> Session:
     """Script `steps` tool calls on the endpoint (root URL), write the project they read under
-    `work`, and run Claude Code there against `base_url` (the endpoint, or factrail)."""
+    `work`, and run Claude Code there against `base_url` (the endpoint, or factrail). `args`
+    and `env` are added to Claude Code's command line and environment, `script` to the
+    endpoint's script (`fenced`, `fenced_step`)."""
     project, home = work / "project", work / "home"
     project.mkdir(parents=True)
     home.mkdir()
     token = fact_token()
     write_project(project, steps, token)
-    script = {"root": str(project), "steps": steps, "fact_token": token}
-    httpx.post(f"{endpoint}/_configure", json=script, timeout=10).raise_for_status()
-    env = {
+    configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
+    httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
+    environ = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "IS_SANDBOX": "1",
@@ -96,10 +108,12 @@ def run_session(endpoint: str, base_url: str, steps: int, work: Path) -> Session
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **(env or {}),
     }
-    args = [str(CLAUDE), "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions"]
+    argv = [str(CLAUDE), "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions",
+            *args]  # fmt: skip
     done = subprocess.run(
-        args, cwd=project, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        argv, cwd=project, env=environ, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
     )
     try:
         result = json.loads(done.stdout)

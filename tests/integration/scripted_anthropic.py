@@ -20,10 +20,11 @@ For `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`
   request with a `Bash` tool) is answered step by step, by how many tool results it holds: step 0
   reads the file holding the planted fact, later steps `cat`, `Read` and `grep` big generated
   files (`write_project`), one greps for the fact's token, and after `steps` tool calls the answer
-  quotes the fact as it finds it in the transcript it was sent (any tool result); when the fact
-  is out of sight (its read became a re-run note) it re-runs the read once, as the note says,
-  and answers from that, or says
-  it is gone. Side calls (titles, quota checks, other models) get a short text answer.
+  quotes the fact as it finds it in the transcript it was sent (any tool result); with `fenced`
+  (a tool name) and `fenced_step`, that step calls `fenced` (`{"query": ...}`) instead (the
+  fenced call of the plugin's end-to-end test); when the fact is out of sight (its read became
+  a re-run note) it re-runs the read once, as the note says, and answers from that, or says it
+  is gone. Side calls (titles, quota checks, other models) get a short text answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, where it first
 differs from the previous main request, markers, whether the planted line was in any tool
@@ -348,6 +349,8 @@ class Script:
     root: str = ""
     steps: int = 0
     fact_token: str = ""
+    fenced: str = ""
+    fenced_step: int = -1
 
 
 SCRIPT = Script()
@@ -397,6 +400,8 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
         record["fact_kept"] = any(line in _text_of(r) for r in results)
     if step < min(SCRIPT.steps, MAX_STEPS):
         name, args = tool_call(step, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token)
+        if SCRIPT.fenced and step == SCRIPT.fenced_step:
+            name, args = SCRIPT.fenced, {"query": "release key rotation"}
         use = {"type": "tool_use", "id": f"toolu_scripted_{step:03d}", "name": name, "input": args}
         return [{"type": "text", "text": f"Step {step + 1}."}, use]
     lines = (ln for r in results for ln in _text_of(r).splitlines())
@@ -522,10 +527,13 @@ async def messages(request: Request) -> Response:
 
 
 async def configure(request: Request) -> Response:
-    """Set the script (`root`, `steps`, `fact_token`) and forget everything before it."""
+    """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`) and forget
+    everything before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
+    SCRIPT.fenced = str(data.get("fenced", ""))
+    SCRIPT.fenced_step = int(data.get("fenced_step", -1))
     await reset(request)
     return json_response({})
 
