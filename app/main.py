@@ -100,6 +100,13 @@ def create_app(
             on_error=lambda operation: metrics.store_errors.labels(operation).inc(),
         )
         saved = outputs or cfg.output_store()
+        shared = state_url(cfg.state_url).split(":", 1)[0] in ("redis", "rediss", "unix")
+        if shared and saved is not None and not cfg.outputs_secret.get_secret_value():
+            log.warning(
+                "a shared state store without FACTRAIL_OUTPUTS_SECRET: each replica keys saved"
+                " outputs with the secret in its own data folder, so an output saved by one is"
+                " found by another only if they share that folder; set the same secret on all"
+            )
         try:
             engine = engine_factory(cfg, store, saved, metrics, http)
         except Exception:
