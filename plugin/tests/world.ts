@@ -17,6 +17,8 @@ export type Reply = Raw | Record<string, unknown> | Error
 export type Binary = (hook: string, request: Record<string, any>, stdin: string) => Reply | undefined
 
 export type World = {
+  /** The session's id (`SID` unless a test names its own). */
+  sid: string
   sent: Sent[]
   store: Map<string, unknown>
   /** What Claude Code's own compaction was asked to do. */
@@ -37,7 +39,7 @@ const isRaw = (r: Reply): r is Raw => !(r instanceof Error) && ('stdout' in r ||
 
 export function world(on: On, init: Partial<Omit<World, 'clock'>> = {}): World {
   const w: World = {
-    sent: [], store: new Map(), builtin: [], logs: [], toasts: [], tokens: 0, window: 200_000, rateLimits: 0, messages: [],
+    sid: SID, sent: [], store: new Map(), builtin: [], logs: [], toasts: [], tokens: 0, window: 200_000, rateLimits: 0, messages: [],
     binary: () => undefined, ...init, clock: mock.clock(on, { now: NOW }),
   }
   on('store.get', (_$, e) => ({ value: w.store.get(e.key) }))
@@ -45,7 +47,7 @@ export function world(on: On, init: Partial<Omit<World, 'clock'>> = {}): World {
   on('store.delete', (_$, e) => { w.store.delete(e.key); return { value: undefined } })
   on('store.keys', () => ({ value: [...w.store.keys()] }))
   mock.env(on, {})
-  on('session.id', () => ({ value: SID }))
+  on('session.id', () => ({ value: w.sid }))
   on('session.cwd', () => ({ value: '/work/project' }))
   on('session.messages', () => ({ value: w.messages }))
   on('session.usage', () => ({ value: { startedAt: NOW, context: { tokens: w.tokens, window: w.window, percent: Math.round((100 * w.tokens) / w.window) }, rateLimits: Array.from({ length: w.rateLimits }, () => ({})) } }) as never)
