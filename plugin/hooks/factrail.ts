@@ -230,6 +230,11 @@ export const register: Register = (on, options) => {
         const result = await $.session.compact()
         if (result.skip !== undefined) { $.ui.log(`factrail: ${cause} compaction skipped (${result.skip})`); return false }
         return true
+      } catch (error) {
+        // e.g. Claude Code 2.1.332 in print mode: "not available in a headless (-p / SDK)
+        // session yet"; its own auto-compaction and /compact still run the session.compact hook
+        $.ui.log(`factrail: ${cause} compaction not started (${why(error)})`)
+        return false
       } finally {
         state.compacting = false
       }

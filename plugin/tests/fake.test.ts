@@ -239,6 +239,22 @@ describe('turn.complete', () => {
     expect(sentTo(w, 'compact').length).toBe(1)
   })
 
+  // As Claude Code 2.1.332 in print mode does ("not available in a headless (-p / SDK) session
+  // yet"); under the kit the refusal surfaces as its bottom hook's error instead.
+  test('a compaction the engine refuses to start is logged as such, and arms the nudge', async ($, on) => {
+    const w = world(on, { tokens: 190_000 })
+    w.refuseCompact = '$.session.compact: not available in a headless (-p / SDK) session yet'
+    w.messages = transcript()
+    w.binary = (hook) => hook === 'turn'
+      ? ok({ compact: true, reason: 'danger-line', baseline: null, taint: null, nudge: { delayMs: 10, mode: 'notify', tokens: 190_000 }, log: null })
+      : ok({ action: 'builtin', reason: 'below-gate', store: { taint: null, last: null } })
+    await $.turn.complete(TURN_DONE as never)
+    expect(w.logs.some((l) => l.startsWith('factrail: threshold compaction not started ('))).toBe(true)
+    expect(w.logs.some((l) => l.startsWith('factrail: turn check failed'))).toBe(false)
+    await w.clock.advance(10)
+    expect(w.toasts.some((t) => t.includes('/compact now'))).toBe(true)
+  })
+
   test('a notify nudge toasts; a malformed nudge is never armed', async ($, on) => {
     const w = world(on, { tokens: 160_000 })
     let nudge: unknown = { delayMs: 10, mode: 'notify', tokens: 160_000 }

@@ -21,6 +21,8 @@ export type World = {
   sid: string
   sent: Sent[]
   store: Map<string, unknown>
+  /** Set: the engine refuses a compaction with this error (as in a headless session). */
+  refuseCompact?: string
   /** What Claude Code's own compaction was asked to do. */
   builtin: { trigger: string; instructions?: string }[]
   logs: string[]
@@ -62,6 +64,7 @@ export function world(on: On, init: Partial<Omit<World, 'clock'>> = {}): World {
     return { value: { exitCode: raw.exitCode ?? 0, stdout: raw.stdout ?? '', stderr: raw.stderr ?? '', isStdoutTruncated: false, isStderrTruncated: false } }
   })
   on('session.compact', (_$, e) => {
+    if (w.refuseCompact !== undefined) throw new Error(w.refuseCompact)
     w.builtin.push({ trigger: e.trigger, ...(e.instructions !== undefined ? { instructions: e.instructions } : {}) })
     return { messages: [SUMMARY] }
   })
