@@ -193,7 +193,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     import app.main
 
     calls: list[tuple[str, int]] = []
-    monkeypatch.setattr(app.main, "serve", lambda host, port: calls.append((host, port)))
+    monkeypatch.setattr(app.main, "serve", lambda host, port, workers=1: calls.append((host, port)))
     monkeypatch.delenv("FACTRAIL_ADMIN_KEY", raising=False)
     return calls
 
