@@ -14,12 +14,14 @@ servers it measures). Every phase is bounded in time and the run stops by itself
     and what factrail adds to them, and factrail's RSS (every process of the server) after each
     round: it should stay flat.
 (b) throughput by concurrency (20, 50, 100, 200 streaming clients, `--seconds` / 4 each).
-(c) `SMALL_CLIENTS` (50) clients sending small requests (below any trigger) while `SESSIONS`
-    (20) agent sessions grow past their trigger and compact (one tool step more per turn,
-    `THINK_S` between turns, a fresh session once the transcript is used up), `--seconds` / 2:
-    the small requests' req/s and p50/p99, and what factrail answered the sessions' turns.
+(c) `SMALL_CLIENTS` (50) clients sending small requests (below any trigger), each
+    `SMALL_PAUSE_S` after its last answer, while `SESSIONS` (20) agent sessions grow past
+    their trigger and compact (one tool step more per turn, `THINK_S` between turns, a fresh
+    session once the transcript is used up), `--seconds` / 2: the small requests' req/s and
+    p50/p99, and what factrail answered the sessions' turns.
 
-`--workers 1,2` (the default) measures `factrail serve` with one worker and with two.
+`--workers 1,2` (the default) measures `factrail serve` with one worker and with two (any list:
+`--workers 1,2,4`); `--phases` runs only some of (a), (b), (c).
     .venv/bin/python bench/load.py [--quick | --seconds 60] [--workers 1,2] [--rounds 3]
 """
 
@@ -51,6 +53,9 @@ STREAM_CHUNKS = 10
 STREAM_INTERVAL_S = 0.05
 CONCURRENCY = (20, 50, 100, 200)
 SMALL_CLIENTS = 50
+SMALL_PAUSE_S = 0.1
+"""A small client's pause between its answer and its next request (at most 500 req/s in all:
+the latencies tell how the compactions delay them, not how long a saturated queue is)."""
 SESSIONS = 20
 THINK_S = 1.0
 """A session's pause between turns (the model answering)."""
@@ -158,10 +163,11 @@ async def closed_loop(
     body: bytes,
     headers: dict[str, str],
     check: Check,
-    tally: Tally | None = None,
+    pause: float = 0.0,
 ) -> Tally:
-    """`clients` virtual clients sending `body` back to back for `seconds`."""
-    tally = tally or Tally(seconds)
+    """`clients` virtual clients sending `body` for `seconds`, each `pause` after its last
+    answer (0: back to back)."""
+    tally = Tally(seconds)
     start = time.perf_counter()
     deadline = start + seconds
 
@@ -183,6 +189,8 @@ async def closed_loop(
                 continue
             tally.latencies.append(ended - sent)
             tally.on_time += ended <= deadline
+            if pause:
+                await asyncio.sleep(pause)
         http.close()
 
     await asyncio.gather(*(client() for _ in range(clients)))
@@ -437,7 +445,9 @@ async def while_compacting(targets: list[Target], seconds: float) -> None:
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for target in targets:
         small, turns = await asyncio.gather(
-            closed_loop(target.port, SMALL_CLIENTS, seconds, SMALL_BODY, {}, status_error),
+            closed_loop(
+                target.port, SMALL_CLIENTS, seconds, SMALL_BODY, {}, status_error, SMALL_PAUSE_S
+            ),
             sessions(target.port, seconds, bodies),
         )
         answered = ", ".join(f"{k} {v}" for k, v in turns.outcomes.most_common())
