@@ -21,7 +21,8 @@ servers it measures). Every phase is bounded in time and the run stops by itself
     p50/p99, and what factrail answered the sessions' turns.
 
 `--workers 1,2` (the default) measures `factrail serve` with one worker and with two (any list:
-`--workers 1,2,4`); `--phases` runs only some of (a), (b), (c).
+`--workers 1,2,4`); `--before` adds one worker with the upstream client of before (one pool of
+`FACTRAIL_MAX_CONNECTIONS` connections, not shards); `--phases` runs only some of (a), (b), (c).
     .venv/bin/python bench/load.py [--quick | --seconds 60] [--workers 1,2] [--rounds 3]
 """
 
@@ -254,7 +255,14 @@ class Target:
     """MiB after each round of (a)."""
 
 
-def start_factrail(upstream: str, home: Path, workers: int) -> Target:
+ONE_POOL = (
+    "import sys, app.upstream as u; u.POOL_SHARD_CONNECTIONS = 1 << 30; "
+    "from factrail.cli import main; sys.exit(main(sys.argv[1:]))"
+)
+"""`factrail serve` with the upstream pool of before: one pool of `FACTRAIL_MAX_CONNECTIONS`."""
+
+
+def start_factrail(upstream: str, home: Path, workers: int, one_pool: bool = False) -> Target:
     port = free_port()
     env = {
         **os.environ,
@@ -263,7 +271,8 @@ def start_factrail(upstream: str, home: Path, workers: int) -> Target:
         "FACTRAIL_UPSTREAM_URL": upstream,
         "FACTRAIL_READ_TIMEOUT_S": "60",
     }
-    args = [sys.executable, "-m", "factrail", "serve", "--port", str(port)]
+    launch = ["-c", ONE_POOL] if one_pool else ["-m", "factrail"]
+    args = [sys.executable, *launch, "serve", "--port", str(port)]
     if workers > 1:
         args += ["--workers", str(workers)]
     proc = subprocess.Popen(
@@ -271,7 +280,7 @@ def start_factrail(upstream: str, home: Path, workers: int) -> Target:
     )
     wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
     label = "factrail" if workers == 1 else f"factrail, {workers} workers"
-    return Target(label, port, proc)
+    return Target(label + (", one pool (before)" if one_pool else ""), port, proc)
 
 
 def tree(pid: int) -> list[int]:
@@ -344,6 +353,8 @@ async def run(args: argparse.Namespace) -> None:
     upstream = f"{root}/v1"
     targets = [Target("direct", int(root.rsplit(":", 1)[1]))]
     try:
+        if args.before:
+            targets.append(start_factrail(upstream, home / "before", 1, one_pool=True))
         for workers in args.workers:
             targets.append(start_factrail(upstream, home / f"w{workers}", workers))
         await phases(args, targets)
@@ -463,6 +474,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="--seconds 20")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--phases", default="abc", help="which of (a), (b), (c) to run (abc)")
+    parser.add_argument(
+        "--before", action="store_true", help="also factrail with one upstream pool, as before"
+    )
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument(
         "--workers", default="1,2", help="factrail serve --workers counts to measure (1,2)"
