@@ -55,3 +55,16 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         yield server
     finally:
         server.stop()
+
+
+CLAUDE_BIN = Path(__file__).resolve().parents[1] / "plugin" / "node_modules" / ".bin" / "claude"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`.ci/run` sets FACTRAIL_REQUIRE_CLAUDE=1: there the plugin and real-client tests must
+    run, so a missing Node or Claude Code is an error rather than a skip."""
+    if os.environ.get("FACTRAIL_REQUIRE_CLAUDE") == "1" and not CLAUDE_BIN.exists():
+        raise pytest.UsageError(
+            f"FACTRAIL_REQUIRE_CLAUDE=1 but {CLAUDE_BIN} is missing: install Node and npm, then"
+            " `make node-deps` (the plugin and real-client tests would be skipped)"
+        )
