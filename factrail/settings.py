@@ -201,10 +201,13 @@ class Settings(BaseSettings):
 
     # -- state, saved outputs, decisions ---------------------------------------------------------
     state_url: str = ""
-    """Session plans, baselines, taint, calibration, remembered answers: `sqlite:///abs/path.db`
-    (default `$XDG_DATA_HOME/factrail/state.db`) or `memory://`. SQLite runs in WAL mode,
-    bounded to 10,000 sessions with 30-day expiry. Losing it costs cache hits and judge calls,
-    never a request."""
+    """Session plans, baselines, taint, calibration, remembered answers, leases and Responses
+    chains: `sqlite:///abs/path.db` (default `$XDG_DATA_HOME/factrail/state.db`; shared by the
+    workers of one host), `redis://host:6379/0` / `rediss://…` / `unix:///path.sock` (Redis or
+    Valkey, shared by every replica; `?prefix=` sets the key prefix, default `factrail:`) or
+    `memory://` (one process). SQLite runs in WAL mode, bounded to 10,000 sessions with 30-day
+    expiry. Losing it costs cache hits and judge calls, never a request; while it fails the
+    fence treats sessions as unproven (rules only)."""
     state_max_bytes: int = Field(default=1024**3, ge=0)
     """Byte bound of the session records in the SQLite state store (0: none), on top of its
     10,000-session bound: the least recently updated go first, except tainted records younger
