@@ -37,8 +37,10 @@ def _free_port() -> int:
 class RedisServer:
     """One server process on loopback."""
 
-    def __init__(self, binary: str, directory: Path) -> None:
-        self.port = _free_port()
+    def __init__(self, binary: str, directory: Path, port: int | None = None) -> None:
+        """`port`: a given one (to restart a server where its clients expect it)."""
+        self.binary, self.directory = binary, directory
+        self.port = port or _free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         args += ["--appendonly", "no", "--dir", str(directory), "--protected-mode", "yes"]

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -151,3 +152,33 @@ def test_sigterm_cuts_a_stream_longer_than_the_bound_and_exits_0_in_time(
     assert 1 < sum(b'"token ' in data for data in received) < 600
     stderr = factrail.stderr
     assert "Traceback" not in stderr and "Exception in ASGI application" not in stderr
+
+
+def test_sigterm_during_fifty_streams_lets_them_all_finish_and_exits_0(
+    factrail: Factrail,
+) -> None:
+    """50 streams in flight (each 1.5 s, within the 3 s bound) when SIGTERM comes: every one
+    completes with its `[DONE]`, none is cut, and the process exits 0."""
+    count, started = 50, threading.Barrier(51)
+    results: list[list[bytes]] = [[] for _ in range(count)]
+
+    def one(i: int) -> None:
+        url = f"{factrail.url}/v1/chat/completions"
+        with httpx.stream("POST", url, json=STREAM, headers=slow(15, 0.1), timeout=60) as r:
+            assert r.status_code == 200
+            for n, data in enumerate(events(r.iter_lines())):
+                results[i].append(data)
+                if n == 0:
+                    started.wait(timeout=30)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    started.wait(timeout=30)  # every stream has its first event
+    factrail.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join(timeout=60)
+    assert factrail.proc.wait(timeout=GRACE_S + EXIT_MARGIN_S) == 0
+    assert all(r and r[-1] == b"[DONE]" for r in results)
+    assert all(sum(b'"token ' in d for d in r) == 15 for r in results)
+    assert "Traceback" not in factrail.stderr

