@@ -91,7 +91,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
-        http = client or make_client(cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections)
+        http = client or make_client(
+            cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections, cfg.upstream_keepalive_s
+        )
         metrics = Metrics()
         store = state or open_state_store(
             state_url(cfg.state_url),

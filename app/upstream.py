@@ -12,6 +12,8 @@ from typing import Literal
 
 import httpx
 
+from factrail.settings import UPSTREAM_KEEPALIVE_S
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -46,13 +48,23 @@ POOL_SHARD_CONNECTIONS = 4
 
 
 def make_client(
-    connect_timeout: float, read_timeout: float, max_connections: int
+    connect_timeout: float,
+    read_timeout: float,
+    max_connections: int,
+    keepalive_expiry: float = UPSTREAM_KEEPALIVE_S,
 ) -> httpx.AsyncClient:
-    """The shared client: pooled keep-alive connections (`max_connections` in all, in shards),
-    no redirects, no env proxies magic."""
+    """The shared client: pooled keep-alive connections (`max_connections` in all, in shards,
+    each idle at most `keepalive_expiry` seconds), no redirects, no env proxies magic.
+
+    A request that fails on the way out is never sent again: a model call must not run twice,
+    and once its bytes reached a socket nothing proves the upstream did not act on them (a
+    connection closed with no answer looks the same whether the upstream dropped it idle or
+    died while working). httpcore itself retries the one case it can prove unsent (a pooled
+    connection found closed before a byte was written); the expiry keeps the other, a
+    connection closed just as it was reused, from happening (see `UPSTREAM_KEEPALIVE_S`)."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(read_timeout, connect=connect_timeout, pool=connect_timeout),
-        transport=ShardedTransport.of(max_connections, POOL_SHARD_CONNECTIONS),
+        transport=ShardedTransport.of(max_connections, POOL_SHARD_CONNECTIONS, keepalive_expiry),
         follow_redirects=False,
         trust_env=False,
     )
@@ -73,14 +85,21 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         self.in_flight = [0] * len(shards)
 
     @classmethod
-    def of(cls, max_connections: int, per_shard: int) -> ShardedTransport:
-        """`max_connections` in shards of at most `per_shard` (as even as can be)."""
+    def of(
+        cls, max_connections: int, per_shard: int, keepalive_expiry: float = UPSTREAM_KEEPALIVE_S
+    ) -> ShardedTransport:
+        """`max_connections` in shards of at most `per_shard` (as even as can be), each idle
+        connection kept `keepalive_expiry` seconds."""
         count = max(1, -(-max_connections // per_shard))
         sizes = [max_connections // count + (i < max_connections % count) for i in range(count)]
         return cls(
             [
                 httpx.AsyncHTTPTransport(
-                    limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                    limits=httpx.Limits(
+                        max_connections=n,
+                        max_keepalive_connections=n,
+                        keepalive_expiry=keepalive_expiry,
+                    ),
                     trust_env=False,
                 )
                 for n in sizes

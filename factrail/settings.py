@@ -69,6 +69,9 @@ KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
 OUTPUTS_ROUTE = "/v1/factrail/outputs/"
 MIN_SECRET_CHARS = 16
 """A shorter `outputs_secret` is malformed (the generated one is used instead)."""
+UPSTREAM_KEEPALIVE_S = 1.5
+"""Default of `upstream_keepalive_s`: below uvicorn's, Node's and hypercorn's 5 s and gunicorn's
+2 s, with room for factrail closing a response a little after the upstream sent its end."""
 
 StrList = Annotated[tuple[str, ...], NoDecode]
 IntMap = Annotated[dict[str, int], NoDecode]
@@ -106,6 +109,12 @@ class Settings(BaseSettings):
     """Upstream read timeout (a timeout is a 504)."""
     max_connections: int = 200
     """Connection pool size of the one shared upstream client."""
+    upstream_keepalive_s: float = UPSTREAM_KEEPALIVE_S
+    """How long an idle upstream connection is kept for the next request. Keep it below the
+    upstream's own keep-alive timeout: a request sent on a connection the upstream closes at that
+    moment fails with a 502, and is not sent again (a model call never runs twice). Common servers
+    close idle connections after 5 s (uvicorn, so vLLM, SGLang and LiteLLM; Node; hypercorn;
+    llama.cpp's server) or 2 s (uvicorn under gunicorn); 0 opens a connection per request."""
     max_body_bytes: int = 32 * 1024 * 1024
     """Larger request bodies get a 413."""
     shutdown_timeout_s: float = 10.0
@@ -375,6 +384,7 @@ _POST_CHECKS: dict[str, Callable[[Any], Any]] = {
     "trigger_tokens": _positive,
     "trigger_percent": _not_negative,
     "max_connections": _positive,
+    "upstream_keepalive_s": _not_negative,
     "judge_deadline_ms": _positive,
     "connect_timeout_s": _positive,
     "read_timeout_s": _positive,

@@ -34,6 +34,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "connect_timeout_s",
             "read_timeout_s",
             "max_connections",
+            "upstream_keepalive_s",
             "max_body_bytes",
             "shutdown_timeout_s",
             "admin_key",
