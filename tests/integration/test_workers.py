@@ -15,7 +15,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.processes import TRIGGER_TOKENS, free_port, start, start_fake, stop
+from tests.integration.processes import factrail_env, free_port, serve_cli, start_fake, stop
 from tests.integration.test_gateway import transcript
 from tests.redis_server import RedisServer
 
@@ -34,20 +34,8 @@ def upstream() -> Iterator[str]:
 
 
 def serve_workers(upstream: str, home: Path, state_url: str) -> tuple[str, subprocess.Popen[bytes]]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "FACTRAIL_UPSTREAM_URL": upstream,
-        "FACTRAIL_TRIGGER_TOKENS": str(TRIGGER_TOKENS),
-        "FACTRAIL_REARM_TOKENS": "1000",
-        "FACTRAIL_PRICE_PROFILE": "none",
-        "FACTRAIL_STATE_URL": state_url,
-    }
-    args = [sys.executable, "-m", "factrail", "serve", "--port", str(port), "--workers", "2"]
-    proc = start(args, env, f"http://127.0.0.1:{port}/healthz")
-    return f"http://127.0.0.1:{port}", proc
+    env = factrail_env(upstream, home, FACTRAIL_STATE_URL=state_url, FACTRAIL_READ_TIMEOUT_S="30")
+    return serve_cli(env, "--workers", "2")
 
 
 def samples(text: str, name: str) -> float:
