@@ -18,6 +18,7 @@ the evaluation scan the engine's messages (`tool_refs`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,9 @@ NOT_CALLS = frozenset({"tools", "tool_choice", "mcp_servers", "functions"})
 """Top-level body fields that declare tools without calling them."""
 MAX_DEPTH = 64
 """Body nesting the scan follows (the wire formats nest calls a few levels deep)."""
+_PRINTABLE_ESCAPE = re.compile(rb"\\u00[2-7][0-9a-fA-F]")
+"""A JSON escape of a printable ASCII char (a name can hide behind one; an escaped control
+char, as in the ANSI colours of tool outputs, cannot)."""
 _COMMAND_NAME = re.compile(r"<command-name>\s*([^<>]+?)\s*</command-name>")
 """How Claude Code records a skill or command expanded by a slash command in a user turn."""
 
@@ -145,9 +149,10 @@ def _same_server(server: str | None, fenced: str) -> bool:
     return server is not None and (server == fenced or server.endswith("_" + fenced))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TaintFence:
-    """Fenced tool entries and skill names, as configured (matching folds them)."""
+    """Fenced tool entries and skill names, as configured (matching folds them; the folded
+    forms are derived once per fence, not per call)."""
 
     tools: tuple[str, ...] = DEFAULT_TAINT_TOOLS
     skills: tuple[str, ...] = DEFAULT_TAINT_SKILLS
@@ -166,36 +171,43 @@ class TaintFence:
         """Every fenced entry and skill name, as configured."""
         return (*self.tools, *self.skills)
 
-    @property
+    @functools.cached_property
     def needles(self) -> tuple[str, ...]:
         """Folded fragments one of which any fenced call's decoded body must contain (for a
         byte pre-check over a folded body): each server or name prefix, each skill name."""
         parts = [e.server or e.prefix for e in self._entries] + list(self._skills)
         return tuple(dict.fromkeys(p for p in parts if p))
 
+    @functools.cached_property
+    def _byte_needles(self) -> tuple[bytes, ...] | None:
+        """The needles as bytes; None when one is not ASCII (the byte check cannot fold it)."""
+        needles = self.needles
+        return tuple(n.encode() for n in needles) if all(n.isascii() for n in needles) else None
+
     def may_call(self, body: bytes) -> bool:
         """Whether a raw JSON body may hold a fenced call (False only when it cannot): its
-        decoded text, folded (ASCII case, `-` as `_`), contains a needle. Bodies with `\\u`
-        escapes are decoded first; one that cannot be decoded may hold anything."""
-        needles = self.needles
+        decoded text, folded (ASCII case, `-` as `_`), contains a needle. A body whose `\\u`
+        escapes could spell a needle (escapes of printable ASCII) is decoded first; one that
+        cannot be decoded may hold anything."""
+        needles = self._byte_needles
+        if needles is None:
+            return True
         if not needles:
             return False
-        if not all(n.isascii() for n in needles):
-            return True
         text = body
-        if b"\\u" in body:
+        if _PRINTABLE_ESCAPE.search(body):
             try:
                 text = orjson.dumps(orjson.loads(body))
             except (orjson.JSONDecodeError, orjson.JSONEncodeError, RecursionError):
                 return True
         folded = text.lower().replace(b"-", b"_")
-        return any(n.encode() in folded for n in needles)
+        return any(n in folded for n in needles)
 
-    @property
+    @functools.cached_property
     def _entries(self) -> tuple[_Entry, ...]:
         return tuple(e for e in map(_Entry.parse, self.tools) if e is not None)
 
-    @property
+    @functools.cached_property
     def _skills(self) -> frozenset[str]:
         return frozenset(s for s in map(skill_name, self.skills) if s)
 
