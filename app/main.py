@@ -151,9 +151,7 @@ def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
     """Run the gateway with uvicorn (`factrail serve`); `workers` > 1 runs that many processes
     on one socket, sharing the state store, the saved outputs and (multiprocess mode) the
     metrics."""
-    settings = Settings()
-    configure_logging(settings.log_level)
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    settings = _process_settings()
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -175,10 +173,16 @@ def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
 def worker_app() -> FastAPI:
     """The app of one worker process (`serve` with several workers): settings from the
     environment, as the parent read them."""
+    return create_app(_process_settings())
+
+
+def _process_settings() -> Settings:
+    """The settings from the environment, with this process's logging and switch interval
+    set up by them."""
     settings = Settings()
     configure_logging(settings.log_level)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    return create_app(settings)
+    return settings
 
 
 def check_shared(settings: Settings) -> None:

@@ -122,6 +122,9 @@ class Turn:
     extra: int
     """Tokens outside the transcript (system prompt, tool schemas)."""
     taint: TaintScan
+    turns: int = 1
+    """Assistant turns so far (at least 1): the session's age, for its growth rate and its
+    expected remaining length."""
     answered: bool = True
     """Whether the state store answered for this session (False: it failed, or its record
     could not be read)."""
@@ -334,8 +337,7 @@ class SessionCompactor:
         results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
         saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
-        turns = sum(1 for m in turn.work if m.role == "assistant")
-        return pays(invalidated, saved, max(turns, 1), price)
+        return pays(invalidated, saved, turn.turns, price)
 
     def _load(
         self, session: str, aliases: Sequence[str]
@@ -364,6 +366,7 @@ class SessionCompactor:
             trigger=self.options.trigger.for_model(model),
             ratio=state.calibration or 1.0,
             estimated=self.transcript_tokens(work) + extra_tokens,
+            turns=max(sum(1 for m in work if m.role == "assistant"), 1),
             extra=extra_tokens,
             taint=TaintScan(),
             answered=answered,
@@ -530,8 +533,7 @@ class SessionCompactor:
         observed rate when that is more, so the next compaction is that many turns away."""
         room: float = self.options.trigger.gap(turn.trigger)
         if headroom:
-            turns = max(sum(1 for m in turn.work if m.role == "assistant"), 1)
-            room = max(room, HEADROOM_TURNS * turn.tokens / turns)
+            room = max(room, HEADROOM_TURNS * turn.tokens / turn.turns)
         return max(soft_line(turn.trigger) - room, 0.0)
 
     def _apply_and_save(
