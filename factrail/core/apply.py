@@ -73,6 +73,11 @@ class Reduction:
     target: float
     hard: float
     evict: float | None = None
+    fit: float = 0.0
+    """Past this share (0: the model's window is unknown) the request would not fit the
+    model's window: results kept by their action (the recent ones) give way too, largest first,
+    down to `rescue`."""
+    rescue: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,6 +484,64 @@ def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: fl
     return after
 
 
+def _kept_slots(
+    messages: Sequence[Message],
+    actions: Mapping[str, Action],
+    final: AbstractSet[str],
+    sizes: Mapping[int, int],
+    rerunnable: AbstractSet[str],
+    start: int,
+) -> list[_Slot]:
+    """The results kept by their action that a rescue may cut, largest first (never one
+    already reduced, frozen, or kept verbatim: those are in `final`)."""
+    out: list[_Slot] = []
+    seen: set[str] = set()
+    for m in messages:
+        for r in m.tool_results:
+            rid = r.tool_use_id
+            if rid in seen or actions.get(rid, "keep") != "keep":
+                continue
+            seen.add(rid)
+            if rid in final or is_compacted(r.text):
+                continue
+            out.append(
+                _Slot(rid, 0, r.text, sizes[id(r)], r.is_error, rid in rerunnable, final=False)
+            )
+    out.sort(key=lambda s: -s.tokens)
+    for i, slot in enumerate(out):
+        slot.order = start + i
+    return out
+
+
+def _rescue(
+    engine: _Engine, slots: list[_Slot], texts: dict[str, str], after: int, need: float
+) -> int:
+    """Largest first, cut results the agent still works with to their strictest stub (head,
+    fact lines, tail; never a re-run note: re-reading would not fit either), then to their fact
+    lines, while above `need`: the request would not fit the model's window otherwise."""
+    strictest = len(TIERS) - 1
+    for slot in slots:
+        slot.rerunnable = False
+        texts[slot.tool_use_id] = slot.text
+    for slot in slots:
+        if after <= need:
+            return after
+        r = engine.render(slot, strictest)
+        if r.tokens < slot.tokens:
+            slot.tier = strictest
+            texts[slot.tool_use_id] = r.text
+            after -= slot.tokens - r.tokens
+    for slot in slots:
+        if after <= need:
+            return after
+        cur = texts[slot.tool_use_id]
+        new = facts_only(cur, slot.tool_use_id)
+        if len(new) < len(cur):
+            texts[slot.tool_use_id] = new
+            after -= engine.count(cur) - engine.count(new)
+    return after
+
+
 def apply(
     messages: Sequence[Message],
     actions: Mapping[str, Action],
@@ -548,6 +611,13 @@ def apply(
         if evicting != after:
             tier = LAST_RESORT_TIER
         after = evicting
+    if reduction.fit > 0 and after > before * (1 - reduction.fit):
+        kept = _kept_slots(messages, actions, final, sizes, rerunnable, len(slots))
+        rescued = _rescue(engine, kept, texts, after, before * (1 - reduction.rescue))
+        if rescued != after:
+            tier = LAST_RESORT_TIER
+        after = rescued
+        slots.extend(kept)
     changed = {s.tool_use_id: texts[s.tool_use_id] for s in slots if texts[s.tool_use_id] != s.text}
     out, touched = _rebuild(messages, changed, briefed)
     if memo is not None:

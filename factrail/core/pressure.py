@@ -33,10 +33,13 @@ def pressure(
     aim: float,
     hard: float,
     evict_to: float | None = None,
+    fit: float | None = None,
+    rescue_to: float | None = None,
 ) -> Reduction:
     """The `Reduction` that brings a context of `context_tokens` (of which the transcript is
     `transcript_tokens`) down to `aim`, the oldest results giving way further while it is still
-    past `hard` (down to `evict_to`, else to `aim`)."""
+    past `hard` (down to `evict_to`, else to `aim`); past `fit` (where the request would no
+    longer fit the model's window) even recent results give way, down to `rescue_to`."""
     if not (_positive(context_tokens) and _positive(transcript_tokens) and _positive(hard)):
         return Reduction(target=RAIL_FLOOR, hard=RAIL_FLOOR)
     assert context_tokens is not None and transcript_tokens is not None
@@ -45,8 +48,15 @@ def pressure(
     def need(line: float) -> float:
         return 1 - (line - overhead) / transcript_tokens
 
+    fit_share = rescue = 0.0
+    if fit is not None and _positive(fit):
+        fit_share = _clamp(need(fit), 0.0, TARGET_MAX)
+        to = rescue_to if rescue_to is not None and _positive(rescue_to) else fit
+        rescue = _clamp(need(min(to, fit)), 0.0, TARGET_MAX)
     return Reduction(
         target=_clamp(need(aim), TARGET_MIN, TARGET_MAX),
         hard=_clamp(need(hard), 0.0, TARGET_MAX),
         evict=None if evict_to is None else _clamp(need(evict_to), TARGET_MIN, TARGET_MAX),
+        fit=fit_share,
+        rescue=rescue,
     )

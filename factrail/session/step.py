@@ -49,6 +49,9 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
+FIT_SHARE = 0.9
+"""A request past this share of the model's window leaves too little room for the answer: the
+rails then cut even the results the agent still works with (rescue), down to the danger line."""
 HEADROOM_TURNS = 10
 """A compaction leaves room for about this many turns of the session's growth (when that is
 more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
@@ -309,8 +312,13 @@ class SessionCompactor:
     def _must(self, turn: Turn) -> bool:
         """Past the danger line (halfway from the trigger to the model's window) a compaction
         runs whatever it costs. Between the soft line and there, it must pay back the cache it
-        breaks: a session that ends soon after a compaction at the trigger paid for nothing."""
-        return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger)
+        breaks: a session that ends soon after a compaction at the trigger paid for nothing.
+        Nor may a request pass `FIT_SHARE` of the model's window (when it is known)."""
+        line = self.options.trigger.danger(turn.model, turn.trigger)
+        window = self.options.trigger.window_for(turn.model)
+        if window:
+            line = min(line, math.floor(FIT_SHARE * window))
+        return turn.tokens >= line
 
     def _pays(self, turn: Turn, idle: float | None) -> bool:
         """Whether a compaction at the soft line is worth the cache it breaks: free once the
@@ -520,12 +528,20 @@ class SessionCompactor:
 
     def _reduction(self, turn: Turn) -> Reduction:
         """Aim the re-arm gap under the soft line, so that a compaction frees room before the
-        next one is due; evict only while past the trigger (all in uncalibrated tokens)."""
+        next one is due; evict only while past the trigger; past `FIT_SHARE` of the model's
+        window (when known) rescue, down to the danger line (all in uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
         aim = self._aim(turn) / turn.ratio
         floor = self._aim(turn, headroom=False) / turn.ratio
         estimated, transcript = turn.estimated, turn.estimated - turn.extra
-        return pressure(estimated, transcript, aim=aim, hard=trigger, evict_to=floor)
+        window = self.options.trigger.window_for(turn.model)
+        fit = rescue = None
+        if window:
+            fit = FIT_SHARE * window / turn.ratio
+            rescue = self.options.trigger.danger(turn.model, turn.trigger) / turn.ratio
+        return pressure(
+            estimated, transcript, aim=aim, hard=trigger, evict_to=floor, fit=fit, rescue_to=rescue
+        )
 
     def _aim(self, turn: Turn, *, headroom: bool = True) -> float:
         """Where a compaction aims (calibrated tokens): under the soft line by the re-arm gap,
@@ -551,7 +567,7 @@ class SessionCompactor:
                 actions,
                 reduction=reduction,
                 head_chars=self.options.plan.head_chars,
-                final=self._frozen(turn),
+                final=self._frozen(turn).union(verbatim_calls(turn.work, self.options.keep_tools)),
                 count=self._tokens,
                 memo=analysis,
             )
