@@ -332,9 +332,7 @@ class SessionCompactor:
             return True
         price = prices(profile_for(opts.price_profile, turn.model), turn.model)
         calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
-        closed = verbatim_calls(turn.work, opts.keep_tools).union(
-            turn.reapplied, turn.state.settled
-        )
+        closed = verbatim_calls(turn.work, opts.keep_tools).union(self._frozen(turn))
         open_ = [
             c for c in calls if not c.pinned and c.result_chars and c.tool_use_id not in closed
         ]
