@@ -249,6 +249,8 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
         )
     sims = result.get("sim_strategies")
     if sims:
+        from factrail.eval.sim import CACHE_SHARE_GOAL
+
         print(
             "\n| strategy | window | rate | compactions | peak fill (median, over window) |"
             " cache share | billed (vs everything) |",
@@ -263,6 +265,17 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
                     f" {v['cache_share']:.3f} | {v['billed']:,} ({v['billed_ratio']:.3f}) |",
                     file=file,
                 )
+        floors = [
+            f"{length}: {v['floor_at_goal']:.3f}"
+            for length, v in sims.get("none", {}).items()
+            if "floor_at_goal" in v
+        ]
+        if floors:
+            print(
+                "\nLeast billed (vs everything) of any strategy that forwards each new message"
+                f" whole, at a cache share of at least {CACHE_SHARE_GOAL}: {', '.join(floors)}",
+                file=file,
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -284,6 +284,31 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
     return out
 
 
+CACHE_SHARE_GOAL = 0.95
+
+
+def cache_floor(new_share: float, price: Prices, share: float = CACHE_SHARE_GOAL) -> float:
+    """The least billed ratio (over sending everything) of any strategy that forwards every new
+    message whole, once, at a prefix-cache share of at least `share`; `new_share` is the share
+    of everything's input that is new (its own uncached share). Each new token is uncached once
+    whatever a strategy does (n of them); at a cache share of `share` a strategy sends at least
+    n / (1 − share) tokens, the rest read from the cache: billed ≥ n·(cached·share/(1 − share) +
+    write), against everything's billed (1 − new)·cached + new·write per token it sends."""
+    if not 0 < share < 1 or new_share <= 0:
+        return 0.0
+    floor = new_share * (price.cached * share / (1 - share) + price.write)
+    everything = (1 - new_share) * price.cached + new_share * price.write
+    return floor / everything
+
+
+def with_floors(out: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    """`totals` with, on each length of the `none` rows, `floor_at_goal`: `cache_floor` of
+    that length (what the cache-share goal alone costs at least)."""
+    for t in out.get("none", {}).values():
+        t["floor_at_goal"] = cache_floor(1 - t["cache_share"], prices(profile))
+    return out
+
+
 def run_sim(
     transcripts: Iterable[tuple[str, Sequence[Message]]],
     options: EngineOptions,
@@ -316,4 +341,4 @@ def run_sim(
         return rows
 
     rows = asyncio.run(go())
-    return rows, totals(rows)
+    return rows, with_floors(totals(rows), profile)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from factrail.eval.sim import simulate, totals
+import pytest
+
+from factrail.eval.sim import cache_floor, simulate, totals, with_floors
 from factrail.eval.synthetic import corpus
+from factrail.policy.cost import ANTHROPIC
 from tests.options import engine_options
 
 OPTIONS = engine_options(outputs_route=None)
@@ -38,3 +41,24 @@ def test_rails_only_break_the_prompt_cache_when_they_compact() -> None:
     assert 0 < rails.compactions < mask.compactions
     assert rails.cached_tokens > mask.cached_tokens
     assert rails.billed < mask.billed
+
+
+def test_the_cache_floor_is_what_the_share_goal_alone_costs() -> None:
+    # 3.5 % new: n(0.1·19 + 1.25) = 3.15n against 0.1·0.965 + 1.25·0.035 per token sent.
+    assert cache_floor(0.035, ANTHROPIC) == pytest.approx(3.15 * 0.035 / (0.0965 + 0.04375))
+    # Everything itself (at its own share) is above the floor of any goal it meets.
+    assert cache_floor(0.035, ANTHROPIC, share=0.965) == pytest.approx(1.0)
+    assert cache_floor(0.0, ANTHROPIC) == 0.0
+
+
+def test_the_floor_is_reported_beside_everything() -> None:
+    name, messages = next(iter(corpus(0, 1)))
+    rows = asyncio.run(simulate(name, messages, OPTIONS, lengths=(1.2,)))
+    out = with_floors(totals(rows), "anthropic")
+    none = out["none"]["1.2"]
+    assert 0 < none["floor_at_goal"] <= 1.0
+    # No strategy that forwards new messages whole beats it while meeting the goal.
+    for by_length in out.values():
+        row = by_length["1.2"]
+        if row["cache_share"] >= 0.95:
+            assert row["billed_ratio"] >= none["floor_at_goal"] - 1e-9
