@@ -15,7 +15,7 @@ from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, step
 from factrail.stores.memory_state import MemoryStateStore
 from tests.options import engine_options
-from tests.test_session import chat
+from tests.test_session import chat, compactor as session_compactor
 
 
 class Clock:
@@ -124,3 +124,28 @@ async def test_two_turns_of_one_session_never_interleave() -> None:
     assert a.document == b.document
     state = compactor.state.load("s")
     assert state is not None and state.compactions == 1
+
+
+async def test_a_later_compaction_invalidates_only_from_its_first_new_change() -> None:
+    c, store = session_compactor(16000)
+    wire = chat(30)
+    first = await c.compact("s", openai_chat.parse(wire))
+    assert first.outcome == "compacted"
+    sent = first.document
+    for k in range(31, 90):
+        wire = chat(k)
+        turn = await c.compact("s", openai_chat.parse(wire))
+        if turn.outcome == "compacted":
+            break
+        sent = turn.document
+    else:
+        pytest.fail("no second compaction")
+    # The first message that differs from what the previous turn forwarded (the system
+    # message is outside the engine's transcript, hence the offset of one).
+    differs = next(i for i, (a, b) in enumerate(zip(sent, turn.document)) if a != b)
+    state = store.load("s")
+    assert state is not None
+    assert state.history[-1]["first_changed_message"] == differs - 1
+    after = openai_chat.parse(turn.document).messages[differs - 1 :]
+    assert turn.invalidated_tokens == transcript_tokens(after)
+    assert turn.invalidated_tokens < turn.tokens_after / 2  # the frozen zone stays cached

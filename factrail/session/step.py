@@ -441,7 +441,7 @@ class SessionCompactor:
         )
         sent_texts = _originals(applied.messages)
         result.save_failures = saved.failures
-        first = _first_changed(applied.messages, originals, applied.briefed)
+        first = _first_changed(applied.messages, _originals(turn.work), applied.briefed)
         result.reduced = self._record_plan(turn, applied, saved, originals, sent_texts)
         self._settle(turn)
         sent = self.transcript_tokens(applied.messages) + turn.extra
@@ -643,8 +643,10 @@ class SessionCompactor:
 def _first_changed(
     messages: Sequence[Message], originals: Mapping[str, str], briefed: Mapping[str, Any]
 ) -> int | None:
-    """The first message whose result text differs from the original or whose call was briefed
-    (a result sent whole because its original could not be saved is not a change)."""
+    """The first message whose result text differs from what the turn would have sent without
+    this compaction (`originals`: the transcript with earlier reductions re-applied) or whose
+    call was briefed now: where the provider's cache stops (a result sent whole because its
+    original could not be saved is not a change)."""
     for i, m in enumerate(messages):
         if any(r.text != originals.get(r.tool_use_id, r.text) for r in m.tool_results):
             return i
