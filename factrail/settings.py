@@ -139,7 +139,8 @@ class Settings(BaseSettings):
     context_windows: IntMap = Field(default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS))
     """JSON object, model-name prefix → context window, merged over the built-in table
     (gpt-4o 128k, gpt-4.1 1M, gpt-5 400k, o-series 200k, claude 200k, gemini 1M, …; longest
-    prefix wins)."""
+    prefix wins). A request past 0.9 of its model's window is always compacted, recent results
+    included."""
     rearm_tokens: int = 0
     """Re-arm gap after a compaction; 0 means an eighth of T."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
