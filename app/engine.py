@@ -36,6 +36,7 @@ class Compactor(Protocol):
         model: str,
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
+        window: int | None = None,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...

@@ -264,7 +264,12 @@ class Gateway:
             compactor = self.engine.compactor
             seen = evidence(data, doc.messages, alias_keys(headers, data))
             result = await compactor.compact(
-                session, doc, model=model, extra_tokens=extra, evidence=seen
+                session,
+                doc,
+                model=model,
+                extra_tokens=extra,
+                evidence=seen,
+                window=requested_window(route.provider, headers),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
@@ -433,3 +438,19 @@ def _error(
 def _transport_error(route: Route, status: int, message: str, prepared: Prepared) -> Response:
     code = "upstream_timeout" if status == 504 else "upstream_unreachable"
     return _error(route, status, message, code, {OUTCOME_HEADER: prepared.outcome})
+
+
+LONG_CONTEXT_BETA = "context-1m"
+"""The `anthropic-beta` flag (`context-1m-2025-08-07`) that gives a Claude model a window of a
+million tokens."""
+LONG_CONTEXT_TOKENS = 1_000_000
+
+
+def requested_window(provider: str, headers: Headers) -> int | None:
+    """The context window a request asked for, when it says: a Claude request with the 1M
+    context beta has 1M tokens, not the model's default (its trigger, danger line and the size
+    past which even recent results give way all follow)."""
+    if provider != "anthropic":
+        return None
+    betas = ",".join(headers.getlist("anthropic-beta")).lower()
+    return LONG_CONTEXT_TOKENS if LONG_CONTEXT_BETA in betas else None

@@ -15,7 +15,8 @@ from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, step
 from factrail.stores.memory_state import MemoryStateStore
 from tests.options import engine_options
-from tests.test_session import chat, compactor as session_compactor
+from tests.test_session import chat
+from tests.test_session import compactor as session_compactor
 
 
 class Clock:
@@ -142,7 +143,7 @@ async def test_a_later_compaction_invalidates_only_from_its_first_new_change() -
         pytest.fail("no second compaction")
     # The first message that differs from what the previous turn forwarded (the system
     # message is outside the engine's transcript, hence the offset of one).
-    differs = next(i for i, (a, b) in enumerate(zip(sent, turn.document)) if a != b)
+    differs = next(i for i, (a, b) in enumerate(zip(sent, turn.document, strict=False)) if a != b)
     state = store.load("s")
     assert state is not None
     assert state.history[-1]["first_changed_message"] == differs - 1

@@ -192,3 +192,12 @@ async def test_past_the_fit_line_it_compacts_even_when_the_trigger_is_near_the_w
     assert 0.9 * WINDOW < result.tokens_before < 39_000
     assert result.outcome == "compacted"
     assert result.tokens_after <= 0.9 * WINDOW
+
+
+async def test_a_window_the_client_asked_for_wins_over_the_table(tmp_path: Path) -> None:
+    wire = with_flood()
+    c = make(tmp_path, {"test-model": WINDOW})
+    result = await c.compact("s", openai_chat.parse(wire), model="test-model", window=1_000_000)
+    doc = result.document if result.document is not None else wire
+    assert content(doc, "call_flood") == content(wire, "call_flood")
+    assert result.trigger_tokens == TRIGGER  # min(absolute, percent × window): percent is off

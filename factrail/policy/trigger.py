@@ -70,9 +70,10 @@ class Trigger:
     by_model: Mapping[str, int] = field(default_factory=dict)
     """Model-name prefix → absolute trigger for that family, in place of `tokens`."""
 
-    def for_model(self, model: str) -> int:
-        """T = min(percent × context window, absolute trigger), whichever exist (0: never)."""
-        window = by_prefix(model, self.windows)
+    def for_model(self, model: str, window: int | None = None) -> int:
+        """T = min(percent × context window, absolute trigger), whichever exist (0: never);
+        `window`: the request's own (a client that asked for a longer one), else the table's."""
+        window = window or by_prefix(model, self.windows)
         absolute = by_prefix(model, self.by_model) or self.tokens
         candidates = []
         if window and self.percent > 0:
@@ -87,15 +88,15 @@ class Trigger:
         absolute = [self.tokens, *(t for t in self.by_model.values() if t > 0)]
         return min([t for t in by_percent if t > 0] + [t for t in absolute if t > 0] or [0])
 
-    def window_for(self, model: str) -> int | None:
-        """The model's context window, when the table knows it."""
-        return by_prefix(model, self.windows)
+    def window_for(self, model: str, window: int | None = None) -> int | None:
+        """The request's own context window when given, else the model's from the table."""
+        return window or by_prefix(model, self.windows)
 
-    def danger(self, model: str, trigger: int) -> int:
+    def danger(self, model: str, trigger: int, window: int | None = None) -> int:
         """The size a session must never pass without a compaction, even one that cannot get
         under the hard line: halfway from the trigger to the model's window (a fifth past the
         trigger when the window is unknown)."""
-        window = self.window_for(model)
+        window = self.window_for(model, window)
         if window is not None and window > trigger:
             return trigger + (window - trigger) // 2
         return trigger + trigger // 5

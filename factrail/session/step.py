@@ -132,6 +132,8 @@ class Turn:
     """Whether the state store answered for this session (False: it failed, or its record
     could not be read)."""
     model: str = ""
+    window: int | None = None
+    """The model's context window (None: unknown)."""
     line: DueReason = "below-soft-line"
     """The line this turn crossed."""
 
@@ -216,10 +218,12 @@ class SessionCompactor:
         model: str = "",
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
+        window: int | None = None,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
         `evidence`: what the wire request tells the fence (its decoded calls, the client's
-        session aliases, whether it continues a transcript not seen whole)."""
+        session aliases, whether it continues a transcript not seen whole); `window`: the
+        context window the client asked for, when it says (else the model's, from the table)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
@@ -227,7 +231,13 @@ class SessionCompactor:
             lease = await self._lease(session)
             try:
                 return await self._step(
-                    session, doc, model, extra_tokens, evidence or Evidence(), lease is not None
+                    session,
+                    doc,
+                    model,
+                    window,
+                    extra_tokens,
+                    evidence or Evidence(),
+                    lease is not None,
                 )
             finally:
                 if lease:
@@ -263,6 +273,7 @@ class SessionCompactor:
         session: str,
         doc: Document,
         model: str,
+        window: int | None,
         extra_tokens: int,
         evidence: Evidence,
         writable: bool,
@@ -270,7 +281,7 @@ class SessionCompactor:
         """One turn; without the session's lease (`writable` False: a turn of the same session
         is running elsewhere) it only re-applies the stored plan and writes nothing."""
         loaded, answered, aliases = await asyncio.to_thread(self._load, session, evidence.aliases)
-        turn = self._turn(session, doc, model, extra_tokens, loaded, answered)
+        turn = self._turn(session, doc, model, window, extra_tokens, loaded, answered)
         result = TurnResult(
             outcome="reapplied" if turn.reapplied else "passthrough",
             tokens_before=turn.tokens,
@@ -314,8 +325,8 @@ class SessionCompactor:
         runs whatever it costs. Between the soft line and there, it must pay back the cache it
         breaks: a session that ends soon after a compaction at the trigger paid for nothing.
         Nor may a request pass `FIT_SHARE` of the model's window (when it is known)."""
-        line = self.options.trigger.danger(turn.model, turn.trigger)
-        window = self.options.trigger.window_for(turn.model)
+        line = self.options.trigger.danger(turn.model, turn.trigger, turn.window)
+        window = turn.window
         if window:
             line = min(line, math.floor(FIT_SHARE * window))
         return turn.tokens >= line
@@ -357,6 +368,7 @@ class SessionCompactor:
         session: str,
         doc: Document,
         model: str,
+        window: int | None,
         extra_tokens: int,
         loaded: SessionState | None,
         answered: bool,
@@ -369,7 +381,8 @@ class SessionCompactor:
             state=state,
             work=work,
             reapplied=reapplied,
-            trigger=self.options.trigger.for_model(model),
+            trigger=self.options.trigger.for_model(model, window),
+            window=self.options.trigger.window_for(model, window),
             ratio=state.calibration or 1.0,
             estimated=self.transcript_tokens(work) + extra_tokens,
             turns=max(sum(1 for m in work if m.role == "assistant"), 1),
@@ -532,11 +545,11 @@ class SessionCompactor:
         aim = self._aim(turn) / turn.ratio
         floor = self._aim(turn, headroom=False) / turn.ratio
         estimated, transcript = turn.estimated, turn.estimated - turn.extra
-        window = self.options.trigger.window_for(turn.model)
+        window = turn.window
         fit = rescue = None
         if window:
             fit = FIT_SHARE * window / turn.ratio
-            rescue = self.options.trigger.danger(turn.model, turn.trigger) / turn.ratio
+            rescue = self.options.trigger.danger(turn.model, turn.trigger, window) / turn.ratio
         return pressure(
             estimated, transcript, aim=aim, hard=trigger, evict_to=floor, fit=fit, rescue_to=rescue
         )

@@ -31,6 +31,8 @@ class ScriptedCompactor:
     fail: bool = False
     outcome: str = "compacted"
     calls: list[tuple[str, str, int]] = field(default_factory=list)
+    windows: list[int | None] = field(default_factory=list)
+    """The window each call was told the client asked for."""
     usage: list[tuple[str, int, int]] = field(default_factory=list)
     closed: bool = False
     answered: list[tuple[str, int]] = field(default_factory=list)
@@ -47,8 +49,10 @@ class ScriptedCompactor:
         model: str,
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
+        window: int | None = None,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
+        self.windows.append(window)
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":

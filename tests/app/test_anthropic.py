@@ -12,8 +12,10 @@ import orjson
 import pytest
 import respx
 from fastapi.testclient import TestClient
+from starlette.datastructures import Headers
 
 from app.main import create_app, default_engine
+from app.proxy import requested_window
 from factrail.core.tokens import estimate_tokens
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -228,6 +230,30 @@ def test_compaction_rewrites_only_tool_results(
     assert extra == system_and_tools
 
 
+@pytest.mark.parametrize(
+    ("betas", "window"),
+    [
+        ([], None),
+        (["prompt-caching-2024-07-31"], None),
+        (["context-1m-2025-08-07"], 1_000_000),
+        (["interleaved-thinking-2025-05-14,CONTEXT-1M-2025-08-07"], 1_000_000),
+        (["fine-grained-tool-streaming-2025-05-14", "context-1m-2025-08-07"], 1_000_000),
+    ],
+)
+def test_the_1m_context_beta_gives_the_step_its_window(
+    client: TestClient,
+    router: respx.MockRouter,
+    compactor: ScriptedCompactor,
+    betas: list[str],
+    window: int | None,
+) -> None:
+    router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
+    headers = [("anthropic-version", "2023-06-01"), *(("anthropic-beta", b) for b in betas)]
+    r = client.post("/v1/messages", content=orjson.dumps(body()), headers=headers)
+    assert r.status_code == 200
+    assert compactor.windows == [window]
+
+
 @pytest.mark.parametrize("system", ["Prompt A", [{"type": "text", "text": "Prompt A"}]])
 def test_system_prompt_keys_the_session(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, system: Any
@@ -401,3 +427,9 @@ def test_sse_is_relayed_as_sent_and_message_start_usage_is_read(
         assert r.headers["request-id"] == "q"
     assert relayed == stream
     assert compactor.usage == [(compactor.calls[-1][0], 1009, 250)]
+
+
+def test_only_anthropic_requests_ask_for_a_window() -> None:
+    beta = Headers({"anthropic-beta": "context-1m-2025-08-07"})
+    assert requested_window("anthropic", beta) == 1_000_000
+    assert requested_window("openai", beta) is None

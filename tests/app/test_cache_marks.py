@@ -329,9 +329,10 @@ class FrozenCompactor(ScriptedCompactor):
         model: str,
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
+        window: int | None = None,
     ) -> TurnResult:
         result = await super().compact(
-            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence
+            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence, window=window
         )
         result.frozen_through = self.frozen_through
         return result
@@ -439,9 +440,10 @@ class Recording:
         model: str,
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
+        window: int | None = None,
     ) -> TurnResult:
         result: TurnResult = await self.inner.compact(
-            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence
+            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence, window=window
         )
         self.results.append(result)
         return result
