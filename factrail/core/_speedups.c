@@ -1845,11 +1845,11 @@ sp_fact_scores(PyObject *Py_UNUSED(mod), PyObject *units)
 }
 
 /* ---- error lines (value._ERROR_PIECE) -------------------------------------------------------
- * `error|failed|exception|traceback|denied|not found|timed out` under IGNORECASE, anywhere in
- * the unit: on ASCII text that is ASCII case folding; other units go to the regex. */
+ * `error|failed|fatal|panic|exception|traceback|denied|not found|timed out` under IGNORECASE,
+ * anywhere in the unit: on ASCII text that is ASCII case folding; other units go to the regex. */
 
-/* Each piece under the first char it starts with (e: error, exception; f: failed; t: traceback,
- * timed out; d: denied; n: not found). */
+/* Each piece under the first char it starts with (e: error, exception; f: failed, fatal;
+ * p: panic; t: traceback, timed out; d: denied; n: not found). */
 static int
 has_error_piece(const unsigned char *s, Py_ssize_t n)
 {
@@ -1863,7 +1863,11 @@ has_error_piece(const unsigned char *s, Py_ssize_t n)
                 return 1;
             break;
         case 'f':
-            if (left >= 6 && ci_equal(p, 6, "failed"))
+            if ((left >= 6 && ci_equal(p, 6, "failed")) || (left >= 5 && ci_equal(p, 5, "fatal")))
+                return 1;
+            break;
+        case 'p':
+            if (left >= 5 && ci_equal(p, 5, "panic"))
                 return 1;
             break;
         case 't':

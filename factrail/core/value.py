@@ -50,9 +50,11 @@ _W = tuple(b / s for b, s in zip(BETA, SD, strict=True))
 _Z0 = INTERCEPT - sum(w * m for w, m in zip(_W, MU, strict=True))
 
 _HEX_CHARS = "0123456789abcdefABCDEF"
-_ERROR_PIECE = re.compile(r"error|failed|exception|traceback|denied|not found|timed out", re.I)
-_ERROR_NEEDLES = (b"error", b"failed", b"exception", b"traceback", b"denied", b"not found",
-                  b"timed out")  # fmt: skip
+_ERROR_PIECE = re.compile(
+    r"error|failed|fatal|panic|exception|traceback|denied|not found|timed out", re.I
+)
+_ERROR_NEEDLES = (b"error", b"failed", b"fatal", b"panic", b"exception", b"traceback", b"denied",
+                  b"not found", b"timed out")  # fmt: skip
 _DIGITS = frozenset("0123456789")
 _EPS = 1e-12
 

@@ -153,7 +153,8 @@ _ERROR_BITS = ("error", "ERROR", "eRRor", "erro", "r", "failed", "FAILED", "fail
                "exception", "EXCEPTION", "exceptio", "n", "traceback", "TraceBack", "tracebac",
                "k", "denied", "DENIED", "denie", "d", "not found", "NOT FOUND", "not  found",
                "notfound", "not ", "found", "timed out", "TIMED OUT", "timed  out", "timedout",
-               "timed ", "out", "\u212a", "\u017f", "\u0130", "\u0131", "é", "e", "t", " ", "\t",
+               "timed ", "out", "fatal", "FATAL", "fata", "l", "panic", "Panic", "pani", "c",
+               "\u212a", "\u017f", "\u0130", "\u0131", "é", "e", "t", " ", "\t",
                "x", "_", "1", "\n")  # fmt: skip
 """Error pieces in any case, cut short or split, and non-ASCII case twins (the Kelvin sign)."""
 
@@ -166,8 +167,9 @@ def test_error_units(native: ModuleType, units: list[str]) -> None:
 
 
 def test_error_units_of_known_units(native: ModuleType) -> None:
-    units = ["ok", "Permission DENIED", "tracebac\u212a", "é timed out", "TimedOut", "xErrorx"]
-    assert native.error_units(units, value._ERROR_PIECE.search) == [1, 2, 3, 5]
+    units = ["ok", "Permission DENIED", "tracebac\u212a", "é timed out", "TimedOut", "xErrorx",
+             "fatal: not a git repository", "goroutine 1 [running]: PANIC", "fata l"]  # fmt: skip
+    assert native.error_units(units, value._ERROR_PIECE.search) == [1, 2, 3, 5, 6, 7]
 
 
 _UNITS = ("ok", "a", "bb", "error: 404", "x" * 12, "é", "")
