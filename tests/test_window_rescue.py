@@ -17,6 +17,7 @@ from factrail.core.model import Message, ToolResult, ToolUse, collect_tool_calls
 from factrail.core.pressure import pressure
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
+from factrail.session.inspect import render, report
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 from tests.options import engine_options
@@ -96,6 +97,13 @@ async def test_a_recent_result_that_overflows_the_window_is_cut_and_saved(tmp_pa
     assert [m.get("content") for m in out if m["role"] != "tool"] == [
         m.get("content") for m in wire if m["role"] != "tool"
     ]
+
+    # `factrail inspect` says why a recent result was cut.
+    state = c.state.load("s")
+    assert state is not None
+    shown = render(report("s", state))
+    assert f"past 0.9 of the model's window ({WINDOW:,} tokens): 1 recent result(s)" in shown
+    assert " *call_flood" in shown
 
     # The next turn extends what was sent, byte for byte (the cut is in the plan).
     nxt = [

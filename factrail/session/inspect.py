@@ -41,6 +41,14 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
             f"  cache: first changed message {h['first_changed_message']},"
             f" {h['invalidated_tokens']:,} tokens re-billed once,"
             f" {h['saved_tokens_per_turn']:,} tokens no longer resent each turn",
+        ]
+        rescued = sum(1 for r in h["results"] if r.get("recent"))
+        if rescued:
+            lines.append(
+                f"  past 0.9 of the model's window ({h.get('window') or 0:,} tokens): {rescued}"
+                " recent result(s) cut to head, fact lines and tail (marked *)"
+            )
+        lines += [
             "  result          tool                original →   kept  where the whole is",
         ]
         lines += [_row(r) for r in h["results"][:results]]
@@ -56,8 +64,9 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
 
 def _row(r: Mapping[str, Any]) -> str:
     whole = r["whole"] or ("(arguments briefed)" if r["arguments_briefed"] else "not saved")
+    star = "*" if r.get("recent") else " "
     return (
-        f"  {_cut(r['id'], 15):15} {_cut(r['tool'], 18):18} {r['original_chars']:>9,} →"
+        f" {star}{_cut(r['id'], 15):15} {_cut(r['tool'], 18):18} {r['original_chars']:>9,} →"
         f" {r['kept_chars']:>6,}  {whole}"
     )
 

@@ -504,6 +504,11 @@ class SessionCompactor:
         `texts`: the original and sent result texts by id, and the first changed message."""
         originals, sent, first = texts
         tools = {u.tool_use_id: u.tool for m in turn.work for u in m.tool_uses}
+        recent = {
+            c.tool_use_id
+            for c in collect_tool_calls(turn.work, self.options.plan.preserve_recent)
+            if c.pinned
+        }
         reduced = []
         for tool_use_id in [
             *applied.changed,
@@ -520,6 +525,7 @@ class SessionCompactor:
                     "note": "\n".join(mark_lines(text)),
                     "whole": saved.where.get(tool_use_id),
                     "arguments_briefed": tool_use_id in applied.briefed,
+                    "recent": tool_use_id in recent,
                 }
             )
         return {
@@ -535,6 +541,7 @@ class SessionCompactor:
             "saved_tokens_per_turn": max(turn.tokens - after, 0),
             "results": reduced[:MAX_HISTORY_RESULTS],
             "results_total": len(reduced),
+            "window": turn.window,
         }
 
     def _reduction(self, turn: Turn) -> Reduction:
