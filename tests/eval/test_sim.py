@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,32 @@ def test_the_floor_is_reported_beside_everything() -> None:
         row = by_length["1.2"]
         if row["cache_share"] >= 0.95:
             assert row["billed_ratio"] >= none["floor_at_goal"] - 1e-9
+
+
+OVERFLOWING = (
+    "codex__Shyaar__beam_v1",  # a 16k-char listing among its last calls, in a short run
+    "gemini_cli__metaphi-agent__figma-eval-010ac575",  # a 496k-char `git add` output
+    "msa_tbench__blind-maze-explorer-5x5",  # a 246k-char timed-out script
+)
+
+
+def test_one_giant_recent_output_no_longer_overflows_the_window(corpus_dir: Path) -> None:
+    """Real sessions whose one recent output is larger than the window: every request the rails
+    send fits it (they used to send up to 1.42 windows while it stayed among the recent calls)."""
+    from factrail.eval.corpora import load_corpus_dir
+
+    named = [
+        (n, m)
+        for n, m in load_corpus_dir(corpus_dir)
+        if any(n.startswith(prefix) for prefix in OVERFLOWING)
+    ]
+    assert len(named) >= 3
+    for name, messages in named:
+        rows = asyncio.run(
+            simulate(name, messages, OPTIONS, lengths=(1.2, 1.5), strategies=("rails", "none"))
+        )
+        for row in rows:
+            if row.strategy == "none":
+                assert row.peak_fill > 1.0  # the whole transcript does not fit
+            else:
+                assert row.peak_fill <= 1.0, (name, row.length, row.peak_fill)
