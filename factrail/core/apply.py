@@ -409,7 +409,8 @@ def _pool(
     texts: dict[str, str],
     messages: Sequence[Message],
 ) -> None:
-    """Re-plan the greedy lines of every value-chosen stub under one budget (in `texts`)."""
+    """Re-plan the greedy lines of every value-chosen stub under one budget (in `texts`); each
+    keeps at least the first line it chose on its own."""
     pooled = {
         s.tool_use_id: (s, r)
         for s in slots
@@ -438,6 +439,11 @@ def _pool(
     for (slot, stub, parts), chosen in zip(plans, picks, strict=True):
         if stub is None or parts is None:
             continue
+        if not chosen and parts.greedy:
+            # One budget may go all to one stub's many lines; none is left without the best
+            # line it chose on its own (a stub of a deploy log kept "0 fact lines" and lost its
+            # `pushed image …:2.16.9` line).
+            chosen = [parts.greedy[0]]
         text = engine.stub_text(slot, stub, parts.lines(chosen))
         if len(text) < len(slot.text):
             texts[slot.tool_use_id] = text

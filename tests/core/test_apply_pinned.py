@@ -5,8 +5,9 @@ tier, sizes and touched flags of 78 outcomes (synthetic sessions, v1 and v2; fou
 four selections; with and without final results), and 240 of the dev corpus when it is present
 (equal, when first written, to the outcomes before the speed-ups of the second session; in the
 fourth, 10 corpus pins of two sessions were regenerated when the byte-level token estimate came to
-count non-ASCII whitespace as free, as its regex definition always did). A change that is meant
-to alter the output regenerates the pins:
+count non-ASCII whitespace as free, as its regex definition always did; in the seventh, the pins
+whose pooled budget had left a stub with no fact line were regenerated when each stub came to keep
+at least its own best line). A change that is meant to alter the output regenerates the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py
 """
