@@ -147,6 +147,11 @@ class Metrics:
         self.reapplied = Counter(
             p + "reapplied_results", "Tool results re-reduced from a stored plan.", registry=r
         )
+        self.rescued = Counter(
+            p + "rescued_results",
+            "Recent tool results cut because the request would not fit the model's window.",
+            registry=r,
+        )
         self.preparations = Counter(
             p + "preparations",
             "Background analyses of a turn's results ahead of the compaction turn.",
@@ -235,6 +240,8 @@ class Metrics:
         if result.outcome != "compacted":
             return
         self.compactions.labels(result.judge, result.reason or "threshold").inc()
+        if result.rescued:
+            self.rescued.inc(result.rescued)
         self.compaction_seconds.observe(seconds)
         self.tokens_before.observe(result.tokens_before)
         self.tokens_after.observe(result.tokens_after)

@@ -81,6 +81,7 @@ async def test_a_recent_result_that_overflows_the_window_is_cut_and_saved(tmp_pa
     assert result.outcome == "compacted"
     assert result.tokens_before > WINDOW
     assert result.tokens_after <= DANGER
+    assert result.rescued == 1
     out = result.document
     assert isinstance(out, list)
     cut = content(out, "call_flood")

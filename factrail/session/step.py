@@ -89,6 +89,9 @@ class TurnResult:
     redactions: dict[str, int] = field(default_factory=dict)
     save_failures: dict[str, int] = field(default_factory=dict)
     """Reduced originals that could not be saved, by reason (`quota`, `error`)."""
+    rescued: int = 0
+    """Recent results (kept by their action) cut because the request would not fit the model's
+    window."""
     fenced: bool = False
     """The fence kept a model judge away from this session for the first time."""
     compactions: int = 0
@@ -488,6 +491,11 @@ class SessionCompactor:
         result.saved = saved.count
         result.redactions = saved.redactions
         result.compactions = turn.state.compactions
+        result.rescued = sum(
+            1
+            for i in applied.changed
+            if actions.get(i, "keep") == "keep" and sent_texts.get(i) != originals.get(i)
+        )
         return result
 
     def _history(

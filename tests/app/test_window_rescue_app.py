@@ -76,6 +76,7 @@ def test_an_overflowing_recent_result_is_cut_and_one_read_away(
         whole = client.get(f"/v1/factrail/outputs/{found[1]}")
         assert whole.status_code == 200
         assert whole.text == flood
+        assert "factrail_rescued_results_total 1.0" in client.get("/metrics").text
 
 
 def test_the_1m_context_beta_sends_the_same_request_untouched(
@@ -90,6 +91,8 @@ def test_the_1m_context_beta_sends_the_same_request_untouched(
             content=raw,
             headers={"content-type": "application/json", "anthropic-beta": "context-1m-2025-08-07"},
         )
+        metrics = client.get("/metrics").text
     assert r.status_code == 200
     assert r.headers["x-factrail"] != "compacted"
     assert sent_result(route) == flood
+    assert "factrail_rescued_results_total 0.0" in metrics
