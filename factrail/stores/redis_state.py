@@ -35,6 +35,7 @@ import redis
 from factrail.stores.state import (
     CALIBRATION_RANGE,
     CALIBRATION_WEIGHT,
+    Failures,
     SessionState,
     decode_state,
     encode_state,
@@ -95,8 +96,7 @@ class RedisStateStore:
         self._calibrate = self._client.register_script(_CALIBRATE)
         self._release = self._client.register_script(_RELEASE)
         self._clock = clock
-        self._on_error = on_error
-        self._failing = False
+        self._failures = Failures(log, self.url, on_error)
         self._saves = 0
         self._lock = threading.Lock()
 
@@ -256,13 +256,9 @@ class RedisStateStore:
         try:
             result = run()
         except (redis.RedisError, OSError) as error:
-            level = logging.DEBUG if self._failing else logging.WARNING
-            log.log(level, "state store %s failed (%s): %s", operation, self.url, error)
-            self._failing = True
-            if self._on_error is not None:
-                self._on_error(operation)
+            self._failures.failed(operation, error)
             return default
-        self._failing = False
+        self._failures.succeeded()
         return result
 
 

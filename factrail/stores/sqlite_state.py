@@ -22,7 +22,13 @@ from typing import TypeVar
 import orjson
 
 from factrail.stores.paths import ensure_private_dir
-from factrail.stores.state import SessionState, decode_state, encode_state, smooth_calibration
+from factrail.stores.state import (
+    Failures,
+    SessionState,
+    decode_state,
+    encode_state,
+    smooth_calibration,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -76,8 +82,8 @@ class SqliteStateStore:
         """`max_bytes`: bound of the stored states' bytes (0: none); `taint_keep_seconds`: how
         long a tainted record is kept whatever the bounds (the saved outputs' retention);
         `on_error(operation)` hears of every failed call (a metric)."""
-        self._on_error = on_error
         self.path = str(path)
+        self._failures = Failures(log, self.path, on_error)
         self.max_sessions = max_sessions
         self.ttl_ms = int(ttl_seconds * 1000)
         self.max_bytes = max_bytes
@@ -88,7 +94,6 @@ class SqliteStateStore:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._saves = 0
-        self._failing = False
 
     def load(self, session: str) -> SessionState | None:
         """The state of `session`, or None if absent, expired, invalid or on any error."""
@@ -325,13 +330,9 @@ class SqliteStateStore:
                     if attempt < LOCKED_RETRIES and _locked(error):
                         time.sleep(LOCKED_PAUSE_S * (attempt + 1))
                         continue
-                    level = logging.DEBUG if self._failing else logging.WARNING
-                    log.log(level, "state store %s failed (%s): %s", operation, self.path, error)
-                    self._failing = True
-                    if self._on_error is not None:
-                        self._on_error(operation)
+                    self._failures.failed(operation, error)
                     return default
-                self._failing = False
+                self._failures.succeeded()
                 return result
             raise AssertionError("unreachable")
 

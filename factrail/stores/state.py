@@ -7,8 +7,9 @@ Session keys arrive already hashed or sanitised; request bodies are never stored
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeGuard, TypeVar
 
@@ -29,6 +30,28 @@ ORIGINS = ("start", "continued")
 
 class StoreConfigError(ValueError):
     """A state store URL that names an unknown or not yet available backend."""
+
+
+@dataclass(slots=True)
+class Failures:
+    """A store's failed calls: each one heard by `on_error(operation)` (a metric), logged as a
+    warning on the first of a run of failures and at debug level until a call succeeds."""
+
+    log: logging.Logger
+    where: str
+    """The store, as the log names it (a path, or a URL without credentials)."""
+    on_error: Callable[[str], None] | None = None
+    failing: bool = False
+
+    def failed(self, operation: str, error: BaseException) -> None:
+        level = logging.DEBUG if self.failing else logging.WARNING
+        self.log.log(level, "state store %s failed (%s): %s", operation, self.where, error)
+        self.failing = True
+        if self.on_error is not None:
+            self.on_error(operation)
+
+    def succeeded(self) -> None:
+        self.failing = False
 
 
 @dataclass
