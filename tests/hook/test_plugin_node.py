@@ -5,7 +5,6 @@ Claude Code pinned in `plugin/node_modules` (`make node-deps`)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -13,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "plugin"
-CLAUDE = PLUGIN / "node_modules" / ".bin" / "claude"
+from tests.integration.claude_code import CLAUDE, offline_env
+from tests.integration.processes import ROOT
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed"),
@@ -27,15 +25,7 @@ pytestmark = [
 
 
 def claude(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_ENABLE_FUNCTION_HOOKS": "1",
-    }
+    env = offline_env(home, CLAUDE_CODE_ENABLE_FUNCTION_HOOKS="1")
     return subprocess.run(
         [str(CLAUDE), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )

@@ -28,9 +28,10 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.integration.claude_code import CLAUDE, offline_env
+from tests.integration.processes import ROOT
+
 PLUGIN = ROOT / "plugin"
-CLAUDE = PLUGIN / "node_modules" / ".bin" / "claude"
 BINARY = ROOT / ".venv" / "bin" / "factrail"
 SUITE = Path(__file__).with_name("plugin_real.test.ts")
 MARK = "FACTRAIL-REQUEST "
@@ -72,18 +73,6 @@ def write_replies(dest: Path, replies: list[tuple[str, str, dict[str, Any]]]) ->
     (dest / "tests" / "replies.ts").write_text(text)
 
 
-def claude_env(home: Path) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_ENABLE_FUNCTION_HOOKS": "1",
-    }
-
-
 def binary_env(home: Path, key: str) -> dict[str, str]:
     """The binary's environment: its own XDG home, the defaults (the rules judge), and a
     throwaway judge key (the fenced test's remote judge has one, so the fence decides)."""
@@ -110,7 +99,8 @@ def requests(out: str) -> list[dict[str, str]]:
 
 def test_the_plugin_hooks_pass_against_the_real_binary(tmp_path: Path) -> None:
     dest = plugin_copy(tmp_path)
-    env, home = claude_env(tmp_path / "claude-home"), tmp_path / "factrail-home"
+    env = offline_env(tmp_path / "claude-home", CLAUDE_CODE_ENABLE_FUNCTION_HOOKS="1")
+    home = tmp_path / "factrail-home"
     key = "throwaway-" + secrets.token_hex(12)
     replies: list[tuple[str, str, dict[str, Any]]] = []
     """(key, hook, reply) per request the real binary answered."""

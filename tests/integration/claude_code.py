@@ -28,6 +28,20 @@ PROMPT = "Find the release signing key fingerprint in this project's notes and r
 RUN_TIMEOUT_S = 120
 
 
+def offline_env(home: Path, **extra: str) -> dict[str, str]:
+    """Claude Code's environment for a run under `home` that calls nothing but the endpoint it
+    is given (no telemetry, updates or error reports), with `extra` laid over it."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **extra,
+    }
+
+
 def fact_token() -> str:
     """A fresh 12-hex-digit token with a letter and a digit (a hex id to factrail's rules)."""
     while True:
@@ -98,18 +112,13 @@ def run_session(
     write_project(project, steps, token)
     configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
     httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
-    environ = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "scripted-" + secrets.token_hex(8),
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    environ = offline_env(
+        home,
+        IS_SANDBOX="1",
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY="scripted-" + secrets.token_hex(8),
         **(env or {}),
-    }
+    )
     argv = [str(CLAUDE), "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions",
             *args]  # fmt: skip
     done = subprocess.run(
