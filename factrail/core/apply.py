@@ -100,6 +100,8 @@ class Applied:
     briefed: dict[str, dict[str, Any]]
     tokens_before: int
     tokens_after: int
+    rescued: frozenset[str] = frozenset()
+    """Results kept by their action that the rescue cut (the request would not fit the window)."""
 
 
 def brief_value(value: Any, cap: int) -> Any:
@@ -617,19 +619,21 @@ def apply(
         if evicting != after:
             tier = LAST_RESORT_TIER
         after = evicting
+    rescued: frozenset[str] = frozenset()
     if reduction.fit > 0 and after > before * (1 - reduction.fit):
         kept = _kept_slots(messages, actions, final, sizes, rerunnable, len(slots))
-        rescued = _rescue(engine, kept, texts, after, before * (1 - reduction.rescue))
-        if rescued != after:
+        after_rescue = _rescue(engine, kept, texts, after, before * (1 - reduction.rescue))
+        if after_rescue != after:
             tier = LAST_RESORT_TIER
-        after = rescued
+        after = after_rescue
         slots.extend(kept)
+        rescued = frozenset(s.tool_use_id for s in kept if texts[s.tool_use_id] != s.text)
     changed = {s.tool_use_id: texts[s.tool_use_id] for s in slots if texts[s.tool_use_id] != s.text}
     out, touched = _rebuild(messages, changed, briefed)
     if memo is not None:
         renders = (r.text for s in slots for r in s.renders.values())
         memo.retain([*(r.text for m in messages for r in m.tool_results), *renders])
-    return Applied(out, touched, tier, changed, briefed, before, after)
+    return Applied(out, touched, tier, changed, briefed, before, after, rescued)
 
 
 def prepare(

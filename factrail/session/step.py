@@ -15,6 +15,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -473,12 +474,16 @@ class SessionCompactor:
                 result.document = turn.doc.emit(turn.work)
             return result
         turn.state.compactions += 1
-        if first is not None:
-            changed_on = self.transcript_tokens(applied.messages[first:])
-            result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
+        changed_on = self.transcript_tokens(applied.messages[first:])
+        result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
+        # Cut by the rescue and sent so (a result whose original could not be saved goes whole).
+        rescued = {i for i in applied.rescued if sent_texts.get(i) != originals.get(i)}
+        result.rescued = len(rescued)
         turn.state.history = [
             *turn.state.history[-(MAX_HISTORY - 1) :],
-            self._history(turn, result, applied, saved, after, (originals, sent_texts, first)),
+            self._history(
+                turn, result, applied, saved, after, (originals, sent_texts, first), rescued
+            ),
         ]
         await self._persist(turn)
 
@@ -491,11 +496,6 @@ class SessionCompactor:
         result.saved = saved.count
         result.redactions = saved.redactions
         result.compactions = turn.state.compactions
-        result.rescued = sum(
-            1
-            for i in applied.changed
-            if actions.get(i, "keep") == "keep" and sent_texts.get(i) != originals.get(i)
-        )
         return result
 
     def _history(
@@ -506,17 +506,14 @@ class SessionCompactor:
         saved: Saved,
         after: int,
         texts: tuple[Mapping[str, str], Mapping[str, str], int | None],
+        rescued: AbstractSet[str],
     ) -> dict[str, Any]:
         """What `factrail inspect` shows of this compaction: per reduced result its original
         size, what was kept, the note, where the whole is; and what it cost in cache terms.
-        `texts`: the original and sent result texts by id, and the first changed message."""
+        `texts`: the original and sent result texts by id, and the first changed message;
+        `rescued`: the recent results cut because the request would not fit the window."""
         originals, sent, first = texts
         tools = {u.tool_use_id: u.tool for m in turn.work for u in m.tool_uses}
-        recent = {
-            c.tool_use_id
-            for c in collect_tool_calls(turn.work, self.options.plan.preserve_recent)
-            if c.pinned
-        }
         reduced = []
         for tool_use_id in [
             *applied.changed,
@@ -533,7 +530,7 @@ class SessionCompactor:
                     "note": "\n".join(mark_lines(text)),
                     "whole": saved.where.get(tool_use_id),
                     "arguments_briefed": tool_use_id in applied.briefed,
-                    "recent": tool_use_id in recent,
+                    "recent": tool_use_id in rescued,
                 }
             )
         return {
