@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +29,7 @@ from factrail.core.facts import (
     unit_spans,
 )
 from factrail.core.marks import is_compacted
-from factrail.core.model import Action, Message, ToolUse, input_json
+from factrail.core.model import Action, Message, ToolResult, ToolUse, input_json
 from factrail.core.rails import (
     FACT_HEAD_CHARS,
     LAST_RESORT_TIER,
@@ -492,29 +492,33 @@ def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: fl
     return after
 
 
+def _first_results(messages: Sequence[Message]) -> Iterator[ToolResult]:
+    """Each call's result, the first one where an id repeats."""
+    seen: set[str] = set()
+    for m in messages:
+        for r in m.tool_results:
+            if r.tool_use_id not in seen:
+                seen.add(r.tool_use_id)
+                yield r
+
+
 def _kept_slots(
     messages: Sequence[Message],
     actions: Mapping[str, Action],
     final: AbstractSet[str],
     sizes: Mapping[int, int],
-    rerunnable: AbstractSet[str],
     start: int,
 ) -> list[_Slot]:
     """The results kept by their action that a rescue may cut, largest first (never one
-    already reduced, frozen, or kept verbatim: those are in `final`)."""
-    out: list[_Slot] = []
-    seen: set[str] = set()
-    for m in messages:
-        for r in m.tool_results:
-            rid = r.tool_use_id
-            if rid in seen or actions.get(rid, "keep") != "keep":
-                continue
-            seen.add(rid)
-            if rid in final or is_compacted(r.text):
-                continue
-            out.append(
-                _Slot(rid, 0, r.text, sizes[id(r)], r.is_error, rid in rerunnable, final=False)
-            )
+    already reduced, frozen, or kept verbatim: those are in `final`); as observations (a re-run
+    note would not fit either)."""
+    out = [
+        _Slot(r.tool_use_id, 0, r.text, sizes[id(r)], r.is_error, rerunnable=False, final=False)
+        for r in _first_results(messages)
+        if actions.get(r.tool_use_id, "keep") == "keep"
+        and r.tool_use_id not in final
+        and not is_compacted(r.text)
+    ]
     out.sort(key=lambda s: -s.tokens)
     for i, slot in enumerate(out):
         slot.order = start + i
@@ -525,11 +529,10 @@ def _rescue(
     engine: _Engine, slots: list[_Slot], texts: dict[str, str], after: int, need: float
 ) -> int:
     """Largest first, cut results the agent still works with to their strictest stub (head,
-    fact lines, tail; never a re-run note: re-reading would not fit either), then to their fact
-    lines, while above `need`: the request would not fit the model's window otherwise."""
+    fact lines, tail), then to their fact lines, while above `need`: the request would not fit
+    the model's window otherwise."""
     strictest = len(TIERS) - 1
     for slot in slots:
-        slot.rerunnable = False
         texts[slot.tool_use_id] = slot.text
     for slot in slots:
         if after <= need:
@@ -572,25 +575,22 @@ def apply(
     before, sizes = _tokens_of(messages, count)
     rerunnable = rerunnable_ids(messages)
     slots: list[_Slot] = []
-    seen: set[str] = set()
-    for m in messages:
-        for r in m.tool_results:
-            rid = r.tool_use_id
-            if rid in seen or actions.get(rid, "keep") == "keep":
-                continue
-            seen.add(rid)
-            readable = rid in rerunnable
-            slots.append(
-                _Slot(
-                    tool_use_id=rid,
-                    order=len(slots),
-                    text=r.text,
-                    tokens=sizes[id(r)],
-                    is_error=r.is_error,
-                    rerunnable=readable and not r.is_error and not read_is_observation(r.text),
-                    final=rid in final or is_compacted(r.text),
-                )
+    for r in _first_results(messages):
+        rid = r.tool_use_id
+        if actions.get(rid, "keep") == "keep":
+            continue
+        readable = rid in rerunnable
+        slots.append(
+            _Slot(
+                tool_use_id=rid,
+                order=len(slots),
+                text=r.text,
+                tokens=sizes[id(r)],
+                is_error=r.is_error,
+                rerunnable=readable and not r.is_error and not read_is_observation(r.text),
+                final=rid in final or is_compacted(r.text),
             )
+        )
     briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final}, rerunnable)
     brief_gain = sum(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
@@ -621,7 +621,7 @@ def apply(
         after = evicting
     rescued: frozenset[str] = frozenset()
     if reduction.fit > 0 and after > before * (1 - reduction.fit):
-        kept = _kept_slots(messages, actions, final, sizes, rerunnable, len(slots))
+        kept = _kept_slots(messages, actions, final, sizes, len(slots))
         after_rescue = _rescue(engine, kept, texts, after, before * (1 - reduction.rescue))
         if after_rescue != after:
             tier = LAST_RESORT_TIER
