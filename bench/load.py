@@ -155,6 +155,26 @@ class Tally:
         return ranked[min(len(ranked) - 1, int(len(ranked) * q))] if ranked else float("nan")
 
 
+async def post_tallied(
+    http: Http, body: bytes, headers: dict[str, str], tally: Tally
+) -> tuple[int, dict[bytes, bytes], float] | None:
+    """One chat request under the request timeout: its status, header fields and seconds, a
+    status other than 200 counted as an error; None, counted, when it failed (the connection is
+    closed and the next request opens another)."""
+    sent = time.perf_counter()
+    try:
+        status, fields, _ = await asyncio.wait_for(
+            http.post(CHAT, body, headers), REQUEST_TIMEOUT_S
+        )
+    except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+        tally.errors[type(exc).__name__] += 1
+        http.close()
+        return None
+    if status != 200:
+        tally.errors[f"status {status}"] += 1
+    return status, fields, time.perf_counter() - sent
+
+
 Check = Callable[[int, bytes], str | None]
 """The error in an answer (its status and body), or None."""
 
@@ -226,18 +246,11 @@ async def sessions(port: int, seconds: float, bodies: list[bytes]) -> Tally:
                 if time.perf_counter() >= deadline:
                     break
                 headers = {"x-factrail-session": name, "x-fake-mode": "no-usage"}
-                sent = time.perf_counter()
-                try:
-                    status, fields, _ = await asyncio.wait_for(
-                        http.post(CHAT, body, headers), REQUEST_TIMEOUT_S
-                    )
-                except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-                    tally.errors[type(exc).__name__] += 1
-                    http.close()
+                answer = await post_tallied(http, body, headers, tally)
+                if answer is None:
                     continue
-                if status != 200:
-                    tally.errors[f"status {status}"] += 1
-                tally.latencies.append(time.perf_counter() - sent)
+                _, fields, took = answer
+                tally.latencies.append(took)
                 tally.outcomes[fields.get(b"x-factrail", b"direct").decode()] += 1
                 await asyncio.sleep(THINK_S)
         http.close()
@@ -542,19 +555,12 @@ async def spread_sessions(ports: list[int], seconds: float, bodies: list[bytes])
                     break
                 replica = (i + turn) % len(ports)
                 http = https[replica]
-                sent = time.perf_counter()
-                try:
-                    status, fields, _ = await asyncio.wait_for(
-                        http.post(CHAT, body, headers), REQUEST_TIMEOUT_S
-                    )
-                except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
-                    tally.errors[type(exc).__name__] += 1
-                    http.close()
+                answer = await post_tallied(http, body, headers, tally)
+                if answer is None:
                     continue
-                if status != 200:
-                    tally.errors[f"status {status}"] += 1
-                else:
-                    tally.latencies.append(time.perf_counter() - sent)
+                status, fields, took = answer
+                if status == 200:
+                    tally.latencies.append(took)
                 spread.per_replica[chr(ord("A") + replica)] += 1
                 outcome = fields.get(b"x-factrail", b"direct").decode()
                 tally.outcomes[outcome] += 1
