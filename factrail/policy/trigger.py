@@ -19,6 +19,8 @@ DueReason = Literal["below-soft-line", "hysteresis", "soft-line", "hard-line"]
 
 SOFT_SHARE = 5 / 6
 """The soft line's share of the trigger."""
+FIT_SHARE = 0.9
+"""A request past this share of its model's window leaves too little room for the answer."""
 REARM_SHARE = 1 / 8
 """The re-arm gap when none is configured: room for an eighth of the trigger of new context."""
 
@@ -94,12 +96,18 @@ class Trigger:
 
     def danger(self, model: str, trigger: int, window: int | None = None) -> int:
         """The size a session must never pass without a compaction, even one that cannot get
-        under the hard line: halfway from the trigger to the model's window (a fifth past the
-        trigger when the window is unknown)."""
+        under the hard line: halfway from the trigger to the model's window, and never past
+        `fit` (a fifth past the trigger when the window is unknown)."""
         window = self.window_for(model, window)
         if window is not None and window > trigger:
-            return trigger + (window - trigger) // 2
+            return min(trigger + (window - trigger) // 2, self.fit(model, window) or window)
         return trigger + trigger // 5
+
+    def fit(self, model: str, window: int | None = None) -> int | None:
+        """Past this size a request would leave too little of the model's window for the answer
+        (`FIT_SHARE` of it): even the agent's recent results give way (None: window unknown)."""
+        window = self.window_for(model, window)
+        return math.floor(FIT_SHARE * window) if window else None
 
     def gap(self, trigger: int) -> int:
         """The re-arm gap for a trigger."""

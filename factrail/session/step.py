@@ -50,9 +50,6 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
-FIT_SHARE = 0.9
-"""A request past this share of the model's window leaves too little room for the answer: the
-rails then cut even the results the agent still works with (rescue), down to the danger line."""
 HEADROOM_TURNS = 10
 """A compaction leaves room for about this many turns of the session's growth (when that is
 more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
@@ -325,15 +322,11 @@ class SessionCompactor:
         return max(0.0, self._clock() - state.updated_ms / 1000)
 
     def _must(self, turn: Turn) -> bool:
-        """Past the danger line (halfway from the trigger to the model's window) a compaction
-        runs whatever it costs. Between the soft line and there, it must pay back the cache it
-        breaks: a session that ends soon after a compaction at the trigger paid for nothing.
-        Nor may a request pass `FIT_SHARE` of the model's window (when it is known)."""
-        line = self.options.trigger.danger(turn.model, turn.trigger, turn.window)
-        window = turn.window
-        if window:
-            line = min(line, math.floor(FIT_SHARE * window))
-        return turn.tokens >= line
+        """Past the danger line (halfway from the trigger to the model's window, and never past
+        where the request would stop fitting it) a compaction runs whatever it costs. Between
+        the soft line and there, it must pay back the cache it breaks: a session that ends soon
+        after a compaction at the trigger paid for nothing."""
+        return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)
 
     def _pays(self, turn: Turn, idle: float | None) -> bool:
         """Whether a compaction at the soft line is worth the cache it breaks: free once the
@@ -551,17 +544,18 @@ class SessionCompactor:
 
     def _reduction(self, turn: Turn) -> Reduction:
         """Aim the re-arm gap under the soft line, so that a compaction frees room before the
-        next one is due; evict only while past the trigger; past `FIT_SHARE` of the model's
-        window (when known) rescue, down to the danger line (all in uncalibrated tokens)."""
+        next one is due; evict only while past the trigger; past where the request would stop
+        fitting the model's window (when known) rescue, down to the danger line (all in
+        uncalibrated tokens)."""
         trigger = turn.trigger / turn.ratio
         aim = self._aim(turn) / turn.ratio
         floor = self._aim(turn, headroom=False) / turn.ratio
         estimated, transcript = turn.estimated, turn.estimated - turn.extra
-        window = turn.window
+        policy = self.options.trigger
         fit = rescue = None
-        if window:
-            fit = FIT_SHARE * window / turn.ratio
-            rescue = self.options.trigger.danger(turn.model, turn.trigger, window) / turn.ratio
+        if (fitting := policy.fit(turn.model, turn.window)) is not None:
+            fit = fitting / turn.ratio
+            rescue = policy.danger(turn.model, turn.trigger, turn.window) / turn.ratio
         return pressure(
             estimated, transcript, aim=aim, hard=trigger, evict_to=floor, fit=fit, rescue_to=rescue
         )

@@ -246,3 +246,19 @@ def test_due_agrees_with_the_lines(lines: TriggerLines, tokens: int) -> None:
         assert reason == ("hard-line" if tokens >= lines.hard else "soft-line")
     else:
         assert reason == ("below-soft-line" if tokens < lines.soft else "hysteresis")
+
+
+@pytest.mark.parametrize(
+    ("trigger", "window", "danger", "fit"),
+    [
+        (120_000, 200_000, 160_000, 180_000),  # halfway to the window
+        (190_000, 200_000, 180_000, 180_000),  # halfway would leave no room: the fit line
+        (120_000, None, 144_000, None),  # window unknown: a fifth past the trigger
+    ],
+)
+def test_the_danger_line_never_passes_where_the_request_stops_fitting(
+    trigger: int, window: int | None, danger: int, fit: int | None
+) -> None:
+    lines = Trigger(tokens=trigger, percent=0, rearm=0)
+    assert lines.danger("m", trigger, window) == danger
+    assert lines.fit("m", window) == fit
