@@ -5,6 +5,8 @@ transcript in the middle, after the last frozen message (`TurnResult.frozen_thro
 provider finds nothing cached past the system prompt and writes nearly everything again at the
 cache-write price. With one more breakpoint on the last frozen message, that prefix is cached
 turn after turn, and the next compaction (which leaves the frozen zone as it is) reads it.
+Before the first compaction the frozen zone is the head no compaction changes (the messages
+before the first result), reported once the session is past half its trigger.
 
 Anthropic's rules, which the placing keeps:
 

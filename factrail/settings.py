@@ -150,7 +150,8 @@ class Settings(BaseSettings):
     soft line); `auto` picks by the model's name."""
     cache_mark: bool = True
     """On Anthropic requests with a cache breakpoint free (at most four), mark the end of the
-    frozen zone with one `cache_control`, so a compaction re-writes only what it changed."""
+    frozen zone with one `cache_control`, so a compaction re-writes only what it changed (before
+    the first compaction, once past half the trigger: the head before the first result)."""
     cache_ttl_s: float = Field(default=300.0, gt=0)
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
     line costs nothing extra and runs at once."""

@@ -19,7 +19,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from factrail.core.apply import Applied, Reduction, apply
+from factrail.core.apply import RERUN_INPUT_CHARS, Applied, Reduction, apply, brief_value
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
 from factrail.core.marks import mark_lines
@@ -53,6 +53,10 @@ MAX_HISTORY_RESULTS = 200
 HEADROOM_TURNS = 10
 """A compaction leaves room for about this many turns of the session's growth (when that is
 more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
+MARK_SHARE = 0.5
+"""Past this share of the trigger a turn reports a frozen zone even before the first compaction
+(the messages before the first call one could change), so that a cache breakpoint there is
+written while the transcript grows and the first compaction reads them from the cache."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -98,8 +102,10 @@ class TurnResult:
     prompt cache re-reads at full price (0 when nothing was compacted)."""
     frozen_through: int | None = None
     """The last message (engine index, one per wire message) of the frozen zone: what earlier
-    compactions decided and no compaction short of the danger line will change. A cache
-    breakpoint there lets the next compaction re-read everything before it from cache."""
+    compactions decided and no compaction short of the danger line will change; before the
+    first one, once a compaction is in sight (`MARK_SHARE`), the messages before the first
+    call it could change. A cache breakpoint there lets the next compaction re-read everything
+    before it from cache."""
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
     after_answer: Callable[[], None] | None = None
@@ -307,7 +313,7 @@ class SessionCompactor:
             return await self._compact(turn, result)
         if tainted_now or idle is None or idle > TOUCH_S:
             await self._persist(turn)  # the taint, or when the session was last seen
-        result.frozen_through = _frozen_through(turn.work, turn.state.settled)
+        result.frozen_through = self._frozen_end(turn, turn.work)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
             result.after_answer = functools.partial(self.analyses.prepare_later, session, turn.work)
@@ -462,7 +468,7 @@ class SessionCompactor:
             # Due, but nothing left to reduce: not a compaction (the cache is intact), and the
             # re-arm gap from here keeps the next turns from trying again at once.
             await self._persist(turn)
-            result.frozen_through = _frozen_through(turn.work, turn.state.settled)
+            result.frozen_through = self._frozen_end(turn, turn.work)
             if turn.reapplied:
                 result.document = turn.doc.emit(turn.work)
             return result
@@ -481,7 +487,7 @@ class SessionCompactor:
         await self._persist(turn)
 
         result.outcome = "compacted"
-        result.frozen_through = _frozen_through(applied.messages, turn.state.settled)
+        result.frozen_through = self._frozen_end(turn, applied.messages)
         result.document = turn.doc.emit(applied.messages)
         result.tokens_after = after
         result.estimated_sent = sent
@@ -610,6 +616,16 @@ class SessionCompactor:
             return frozenset(turn.reapplied)
         return frozenset(turn.reapplied).union(turn.state.settled)
 
+    def _frozen_end(self, turn: Turn, messages: Sequence[Message]) -> int | None:
+        """The end of the frozen zone (`TurnResult.frozen_through`): the last message holding a
+        settled result; before any, once the transcript is past `MARK_SHARE` of the trigger,
+        the last message before the first call a compaction could change (None below that, so
+        a session far from its trigger is forwarded as the client sent it)."""
+        settled = _frozen_through(messages, turn.state.settled)
+        if settled is not None or turn.trigger <= 0 or turn.tokens < turn.trigger * MARK_SHARE:
+            return settled
+        return _stable_head(messages, verbatim_calls(messages, self.options.keep_tools))
+
     def _settle(self, turn: Turn) -> None:
         """Remember every call this compaction decided (all but the pinned ones)."""
         present = {
@@ -684,6 +700,21 @@ def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int 
         if any(r.tool_use_id in ids for r in m.tool_results):
             last = i
     return last
+
+
+def _stable_head(messages: Sequence[Message], verbatim: AbstractSet[str]) -> int | None:
+    """The last message before the first one a compaction could change: one holding a result
+    or arguments long enough to be briefed (the verbatim calls' never change). None when that
+    is the first message, or when no result could change yet (nothing to be cached against)."""
+    for i, m in enumerate(messages):
+        results = any(r.tool_use_id not in verbatim for r in m.tool_results)
+        briefed = any(
+            u.tool_use_id not in verbatim and brief_value(u.input, RERUN_INPUT_CHARS) != u.input
+            for u in m.tool_uses
+        )
+        if results or briefed:
+            return i - 1 if i > 0 else None
+    return None
 
 
 def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -> PlanEntry | None:

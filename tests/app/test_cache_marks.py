@@ -548,3 +548,32 @@ def test_real_compactions_read_the_prefix_the_last_marker_cached(
     outcome, sent = send(c, route, turn)  # the same turn again, now under the soft line
     assert outcome == "reapplied" and engine.results[-1].frozen_through == later
     assert added(sent["messages"], turn) == [(later, 0, EPHEMERAL)]  # from now on, the new end
+
+
+def test_before_the_first_compaction_the_head_is_marked_once_it_is_in_sight(
+    router: respx.MockRouter, real: tuple[TestClient, Recording]
+) -> None:
+    """Far from the trigger the body goes as the client sent it; past half of it the marker
+    goes on the head that no compaction changes (here the first call, whose result is next),
+    and the first compaction keeps it there: the provider reads the head from its cache."""
+    route = router.post(MESSAGES_URL).mock(return_value=httpx.Response(200, json=answer()))
+    c, engine = real
+    head = (1, 2, EPHEMERAL)  # the first assistant message's tool_use block
+    small = [*conversation(0)[:1], *steps(0, 1, lines=5), *conversation(0, EPHEMERAL)[-1:]]
+    outcome, sent = send(c, route, small)  # a tenth of the trigger, a call in its head
+    assert outcome == "passthrough" and sent == request(small)  # as the client sent it
+    marked: list[list[tuple[int, int, Any]]] = []
+    for count in range(1, 40):  # the transcript grows until its first compaction
+        turn = conversation(count, EPHEMERAL)
+        outcome, sent = send(c, route, turn)
+        if outcome == "compacted":
+            break
+        assert outcome == "passthrough"
+        assert sent == request(turn) or added(sent["messages"], turn) == [head]
+        marked.append(added(sent["messages"], turn))
+    assert outcome == "compacted"
+    assert added(sent["messages"], turn) == [head]
+    since = marked.index([head])
+    assert all(m == [head] for m in marked[since:])  # and from then on, the same marker
+    frozen = engine.results[-1].frozen_through
+    assert frozen is not None and frozen > head[0]

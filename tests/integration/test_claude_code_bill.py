@@ -97,12 +97,19 @@ def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
     assert len(direct.main) == LONG + 1 and requests(through, LONG)
     assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
     assert through.billed < direct.billed
+    # Each compaction re-read from the cache more than the system prompt: the first, the head
+    # factrail marked before it (Claude Code marks only its system prompt and last message);
+    # the later ones, the frozen zone up to the last settled result.
+    changed = [r for r in through.main if r.get("first_diff") is not None]
+    assert len(changed) >= 2
+    assert all(r["read_message"] is not None and r["read_message"] >= 0 for r in changed)
 
 
 @pytest.mark.xfail(
     reason="a compaction re-writes what follows its first changed message at 1.25x and pays back "
     "only after several more turns; the gate expects as many turns again as the session has had, "
-    "and this one ends 4 turns after its one compaction (x1.04 at T=44k)",
+    "and this one ends 4 turns after its one compaction, then re-reads the planted file once "
+    "(x1.016 at T=44k)",
     strict=False,
 )
 def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
