@@ -3,8 +3,10 @@
 A reproducible read can be fetched again, so its note drops the body. Two kinds of fact are worth
 carrying anyway because they are short and agents act on them: the files a search or listing
 named (the agent opens them next), and the ids a read held — digit-bearing tokens such as hashes,
-build ids, order numbers — which the agent often quotes later without re-reading. Each list stays
-within a small share of the read's size.
+build ids, order numbers — which the agent often quotes later without re-reading. Each stays
+within a small share of the read's size. When every id sits on a short line and those lines fit
+that share, the note keeps the lines themselves, as they were (the id with what names it:
+`const BUILD_ID = "bld-90203555";`); otherwise it lists the ids.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from factrail.core.classify import search_paths
 
 FILES_MAX_CHARS = 1500
 IDS_MAX_CHARS = 400
+ID_LINE_CHARS = 100
+"""A line holding an id is kept whole only when it is at most this long (stripped)."""
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _LETTER = re.compile(r"[A-Za-z]")
 _DIGIT = re.compile(r"[0-9]")
@@ -57,13 +61,41 @@ def read_ids(text: str) -> list[str]:
     return list(seen)
 
 
+def _ids_room(text: str) -> int:
+    return min(IDS_MAX_CHARS, max(80, len(text) // 16))
+
+
 def ids_line(text: str) -> str:
     """`ids: a, b (+N more)` for a read that holds ids, else ``."""
-    return _listed("ids", read_ids(text), min(IDS_MAX_CHARS, max(80, len(text) // 16)))
+    return _listed("ids", read_ids(text), _ids_room(text))
+
+
+def id_lines(text: str) -> list[str]:
+    """The distinct lines holding a read's ids (each id's first), as they were, when every one
+    is at most `ID_LINE_CHARS` long and together they fit the ids' room; else none."""
+    room = _ids_room(text)
+    lines: dict[str, None] = {}
+    for token in read_ids(text):
+        at = text.find(token)
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line = text[start : end if end >= 0 else len(text)].removesuffix("\r")
+        if len(line.strip()) > ID_LINE_CHARS:
+            return []
+        lines.setdefault(line)
+        if sum(len(x) + 1 for x in lines) > room:
+            return []
+    return list(lines)
 
 
 def read_extras(text: str) -> list[str]:
-    """The line a re-run note carries after its mark: the files a search named, else the ids a
-    read held."""
-    line = files_line(text) or ids_line(text)
-    return [line] if line else []
+    """The lines a re-run note carries after its mark: the files a search named, else the lines
+    holding the ids a read held, else those ids listed."""
+    listed = files_line(text)
+    if listed:
+        return [listed]
+    lines = id_lines(text)
+    if lines:
+        return lines
+    listed = ids_line(text)
+    return [listed] if listed else []

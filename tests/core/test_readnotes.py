@@ -5,7 +5,14 @@ from __future__ import annotations
 from factrail.core.classify import edited_paths, rerunnable_ids, search_paths
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.rails import rerun_note
-from factrail.core.readnotes import files_line, ids_line, read_extras, read_ids
+from factrail.core.readnotes import (
+    ID_LINE_CHARS,
+    files_line,
+    id_lines,
+    ids_line,
+    read_extras,
+    read_ids,
+)
 
 
 def test_search_paths_from_grep_and_listing_outputs() -> None:
@@ -41,8 +48,26 @@ def test_rerun_note_carries_the_extras_and_stays_shorter() -> None:
     note = rerun_note(body, "u1")
     first, *rest = note.split("\n")
     assert first.startswith("[factrail omitted ")
-    assert rest == read_extras(body) == ["ids: bld-77aa01"]
+    assert rest == read_extras(body) == ["build bld-77aa01"]
     assert len(note) < len(body)
+
+
+def test_ids_on_short_lines_keep_their_lines_as_they_were() -> None:
+    """The line names the id (a constant, a column): the agent quotes both."""
+    code = "fn main() {\n" * 80 + '    const BUILD_ID: &str = "bld-90203555";\n' + "}\n" * 80
+    assert id_lines(code) == ['    const BUILD_ID: &str = "bld-90203555";']
+    assert read_extras(code) == id_lines(code)
+    assert rerun_note(code, "u1").split("\n")[1:] == id_lines(code)
+
+
+def test_ids_on_long_lines_or_too_many_lines_are_listed() -> None:
+    long_line = "x = " + "word " * ID_LINE_CHARS + "bld-90203555\n"
+    body = "filler line\n" * 100 + long_line
+    assert id_lines(body) == []
+    assert read_extras(body) == ["ids: bld-90203555"]
+    many = "".join(f"row {i}: order ord-{i:08d} shipped\n" for i in range(200))
+    assert id_lines(many) == []  # 200 lines would not fit the ids' room
+    assert read_extras(many)[0].startswith("ids: ord-00000000, ord-00000001")
 
 
 def test_edited_paths_of_editors_patches_and_shell_writes() -> None:
