@@ -150,3 +150,33 @@ async def test_a_later_compaction_invalidates_only_from_its_first_new_change() -
     after = openai_chat.parse(turn.document).messages[differs - 1 :]
     assert turn.invalidated_tokens == transcript_tokens(after)
     assert turn.invalidated_tokens < turn.tokens_after / 2  # the frozen zone stays cached
+
+
+async def test_past_the_hard_line_newer_results_give_way_before_what_was_decided(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the hard line the calls an earlier compaction decided may be re-decided, but not
+    while the newer results alone bring the transcript under the line: re-deciding an old call
+    would move the cache's loss back to it."""
+    monkeypatch.setattr(step, "HEADROOM_TURNS", 0)
+    head = chat(40, size=1500)[:52]
+    compactor = make(int(tokens_of(head) * 0.9), "none", rearm=1)
+    first = await compactor.compact("s", openai_chat.parse(head))
+    assert first.outcome == "compacted"
+    state = compactor.state.load("s")
+    assert state is not None
+    settled = list(state.settled)
+    assert [c for c in settled if c not in state.plan]  # old results it left as they were
+    # Three calls with large outputs, then three small recent ones.
+    grown = [*head, *chat(40, size=9000)[52:58], *chat(40, size=300)[58:64]]
+    second = await compactor.compact("s", openai_chat.parse(grown))
+    assert second.outcome == "compacted"
+    after = compactor.state.load("s")
+    assert after is not None and after.history[-1]["line"] == "hard-line"
+    assert second.tokens_after < second.trigger_tokens
+    earlier, later = _tools(first.document), _tools(second.document)
+    for call in settled:
+        assert later[call]["content"] == earlier[call]["content"]
+    calls = {c["id"]: c for m in second.document for c in m.get("tool_calls") or []}
+    before = {c["id"]: c for m in first.document for c in m.get("tool_calls") or []}
+    assert all(calls[c] == before[c] for c in settled)

@@ -19,12 +19,14 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from factrail.core.analysis import Analysis
 from factrail.core.apply import RERUN_INPUT_CHARS, Applied, Reduction, apply, brief_value
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
 from factrail.core.marks import mark_lines
 from factrail.core.model import Action, Message, collect_tool_calls, transcript_tokens
 from factrail.core.pressure import pressure
+from factrail.core.rails import LAST_RESORT_TIER
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
@@ -584,16 +586,13 @@ class SessionCompactor:
     ) -> tuple[Applied, Saved]:
         """Apply the rails, then save every newly reduced original (and briefed argument)."""
         analysis = self.analyses.take(turn.session)
+        verbatim = verbatim_calls(turn.work, self.options.keep_tools)
         with collector_paused():
-            applied = apply(
-                turn.work,
-                actions,
-                reduction=reduction,
-                head_chars=self.options.plan.head_chars,
-                final=self._frozen(turn).union(verbatim_calls(turn.work, self.options.keep_tools)),
-                count=self._tokens,
-                memo=analysis,
-            )
+            applied = self._rails(turn, actions, reduction, self._frozen(turn) | verbatim, analysis)
+            if turn.line == "hard-line" and turn.state.settled:
+                settled = frozenset(turn.reapplied).union(turn.state.settled, verbatim)
+                newer = self._rails(turn, actions, reduction, settled, analysis)
+                applied = self._cheaper(turn, newer, applied, reduction)
         self.analyses.keep(turn.session, analysis)
         if self.writer is None:
             return applied, Saved()
@@ -608,6 +607,45 @@ class SessionCompactor:
             self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
         self.writer.expire(self._clock())
         return applied, saved
+
+    def _cheaper(
+        self, turn: Turn, newer: Applied, opened: Applied, reduction: Reduction
+    ) -> Applied:
+        """Past the hard line what earlier compactions decided may give way (`opened`), but
+        re-deciding an old call moves the first change, and the cache's loss, back to it. So
+        the rails on the newer results alone (`newer`) win when they get under the line without
+        evicting, or when opening the old calls would not pay back what it re-bills."""
+        if newer.tier < LAST_RESORT_TIER and not _past(newer, reduction.hard):
+            return newer
+        if not _past(opened, reduction.hard):
+            return opened
+        before = _originals(turn.work)
+        first_new = _first_changed(newer.messages, before, newer.briefed)
+        first_all = _first_changed(opened.messages, before, opened.briefed)
+        if first_new is None or first_all is None or first_all >= first_new:
+            return opened
+        invalidated = self.transcript_tokens(opened.messages[first_all:first_new]) * turn.ratio
+        saved = (newer.tokens_after - opened.tokens_after) * turn.ratio
+        price = prices(profile_for(self.options.price_profile, turn.model), turn.model)
+        return opened if pays(invalidated, saved, turn.turns, price) else newer
+
+    def _rails(
+        self,
+        turn: Turn,
+        actions: Mapping[str, Action],
+        reduction: Reduction,
+        final: AbstractSet[str],
+        analysis: Analysis,
+    ) -> Applied:
+        return apply(
+            turn.work,
+            actions,
+            reduction=reduction,
+            head_chars=self.options.plan.head_chars,
+            final=final,
+            count=self._tokens,
+            memo=analysis,
+        )
 
     def _frozen(self, turn: Turn) -> frozenset[str]:
         """Results this compaction leaves as they are: those re-applied from earlier ones and,
@@ -700,6 +738,11 @@ def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int 
         if any(r.tool_use_id in ids for r in m.tool_results):
             last = i
     return last
+
+
+def _past(applied: Applied, hard: float) -> bool:
+    """Whether the rails left the transcript past the hard line (`hard`: the share to remove)."""
+    return hard > 0 and applied.tokens_after > applied.tokens_before * (1 - hard)
 
 
 def _stable_head(messages: Sequence[Message], verbatim: AbstractSet[str]) -> int | None:
