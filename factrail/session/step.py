@@ -588,11 +588,18 @@ class SessionCompactor:
         analysis = self.analyses.take(turn.session)
         verbatim = verbatim_calls(turn.work, self.options.keep_tools)
         with collector_paused():
-            applied = self._rails(turn, actions, reduction, self._frozen(turn) | verbatim, analysis)
+            applied = None
             if turn.line == "hard-line" and turn.state.settled:
                 settled = frozenset(turn.reapplied).union(turn.state.settled, verbatim)
-                newer = self._rails(turn, actions, reduction, settled, analysis)
-                applied = self._cheaper(turn, newer, applied, reduction)
+                applied = self._rails(turn, actions, reduction, settled, analysis)
+                if applied.tier >= LAST_RESORT_TIER or _past(applied, reduction.hard):
+                    opened = self._rails(
+                        turn, actions, reduction, self._frozen(turn) | verbatim, analysis
+                    )
+                    applied = self._cheaper(turn, applied, opened, reduction)
+            if applied is None:
+                final = self._frozen(turn) | verbatim
+                applied = self._rails(turn, actions, reduction, final, analysis)
         self.analyses.keep(turn.session, analysis)
         if self.writer is None:
             return applied, Saved()
@@ -612,11 +619,10 @@ class SessionCompactor:
         self, turn: Turn, newer: Applied, opened: Applied, reduction: Reduction
     ) -> Applied:
         """Past the hard line what earlier compactions decided may give way (`opened`), but
-        re-deciding an old call moves the first change, and the cache's loss, back to it. So
-        the rails on the newer results alone (`newer`) win when they get under the line without
-        evicting, or when opening the old calls would not pay back what it re-bills."""
-        if newer.tier < LAST_RESORT_TIER and not _past(newer, reduction.hard):
-            return newer
+        re-deciding an old call moves the first change, and the cache's loss, back to it. When
+        the rails on the newer results alone (`newer`) could not get under the line without
+        evicting, opening the old calls wins if it gets under, or if what it saves pays back
+        what it re-bills."""
         if not _past(opened, reduction.hard):
             return opened
         before = _originals(turn.work)
