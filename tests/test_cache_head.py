@@ -11,7 +11,7 @@ from typing import Any
 
 from factrail.core.formats import anthropic
 from factrail.core.model import transcript_tokens
-from factrail.session import step
+from factrail.session import zone
 from tests.test_cost_aware import make
 
 
@@ -47,12 +47,12 @@ async def frozen_at(wire: list[Any], share: float) -> int | None:
 
 
 async def test_far_from_the_trigger_no_frozen_zone_is_reported() -> None:
-    assert await frozen_at(conversation(12), step.MARK_SHARE - 0.05) is None
+    assert await frozen_at(conversation(12), zone.MARK_SHARE - 0.05) is None
 
 
 async def test_past_half_the_trigger_the_head_before_the_first_result_is_frozen() -> None:
     wire = conversation(12)
-    head = await frozen_at(wire, step.MARK_SHARE + 0.1)
+    head = await frozen_at(wire, zone.MARK_SHARE + 0.1)
     assert head == 2  # the prompt, the notes and the first call: its result is the next message
     assert wire[head]["role"] == "assistant" and wire[head + 1]["content"][0]["type"] == (
         "tool_result"
@@ -61,20 +61,20 @@ async def test_past_half_the_trigger_the_head_before_the_first_result_is_frozen(
 
 async def test_arguments_long_enough_to_be_briefed_end_the_head_before_their_call() -> None:
     wire = conversation(12, first_input={"command": "echo " + "x" * 400})
-    assert await frozen_at(wire, step.MARK_SHARE + 0.1) == 1
+    assert await frozen_at(wire, zone.MARK_SHARE + 0.1) == 1
 
 
 async def test_a_verbatim_call_belongs_to_the_head() -> None:
     """A skill load is never reduced: the head runs on to the next call's result."""
     wire = conversation(12, first_tool="Skill", first_input={"skill": "deploy"})
-    assert await frozen_at(wire, step.MARK_SHARE + 0.1) == 4
+    assert await frozen_at(wire, zone.MARK_SHARE + 0.1) == 4
 
 
 async def test_the_first_compaction_leaves_the_head_as_the_client_sent_it() -> None:
     """What makes the breakpoint worth its slot: the compaction's first change comes after it,
     and from then on the frozen zone runs to the last settled result."""
     wire = conversation(12)
-    head = await frozen_at(wire, step.MARK_SHARE + 0.1)
+    head = await frozen_at(wire, zone.MARK_SHARE + 0.1)
     assert head is not None
     compacted = await make(int(tokens_of(wire) / 0.9), "none").compact("s", anthropic.parse(wire))
     assert compacted.outcome == "compacted"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from factrail.core.analysis import Analysis
-from factrail.core.apply import RERUN_INPUT_CHARS, Applied, Reduction, apply, brief_value
+from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
 from factrail.core.marks import mark_lines
@@ -38,6 +38,13 @@ from factrail.session.analyses import Analyses, Observe, collector_paused
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
 from factrail.session.saving import OutputWriter, Saved
+from factrail.session.zone import (
+    MARK_SHARE,
+    first_changed,
+    frozen_through,
+    result_texts,
+    stable_head,
+)
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import MAX_HISTORY, SessionState, StateStore
@@ -55,10 +62,6 @@ MAX_HISTORY_RESULTS = 200
 HEADROOM_TURNS = 10
 """A compaction leaves room for about this many turns of the session's growth (when that is
 more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
-MARK_SHARE = 0.5
-"""Past this share of the trigger a turn reports a frozen zone even before the first compaction
-(the messages before the first call one could change), so that a cache breakpoint there is
-written while the transcript grows and the first compaction reads them from the cache."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -453,13 +456,13 @@ class SessionCompactor:
         actions = dict(judged.actions)
         for tool_use_id in verbatim_calls(turn.work, self.options.keep_tools):
             actions[tool_use_id] = "keep"
-        originals = _originals(turn.doc.messages)
+        originals = result_texts(turn.doc.messages)
         applied, saved = await asyncio.to_thread(
             self._apply_and_save, turn, actions, self._reduction(turn), originals
         )
-        sent_texts = _originals(applied.messages)
+        sent_texts = result_texts(applied.messages)
         result.save_failures = saved.failures
-        first = _first_changed(applied.messages, _originals(turn.work), applied.briefed)
+        first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
         result.reduced = self._record_plan(turn, applied, saved, originals, sent_texts)
         self._settle(turn)
         sent = self.transcript_tokens(applied.messages) + turn.extra
@@ -625,9 +628,9 @@ class SessionCompactor:
         what it re-bills."""
         if not _past(opened, reduction.hard):
             return opened
-        before = _originals(turn.work)
-        first_new = _first_changed(newer.messages, before, newer.briefed)
-        first_all = _first_changed(opened.messages, before, opened.briefed)
+        before = result_texts(turn.work)
+        first_new = first_changed(newer.messages, before, newer.briefed)
+        first_all = first_changed(opened.messages, before, opened.briefed)
         if first_new is None or first_all is None or first_all >= first_new:
             return opened
         invalidated = self.transcript_tokens(opened.messages[first_all:first_new]) * turn.ratio
@@ -665,10 +668,10 @@ class SessionCompactor:
         settled result; before any, once the transcript is past `MARK_SHARE` of the trigger,
         the last message before the first call a compaction could change (None below that, so
         a session far from its trigger is forwarded as the client sent it)."""
-        settled = _frozen_through(messages, turn.state.settled)
+        settled = frozen_through(messages, turn.state.settled)
         if settled is not None or turn.trigger <= 0 or turn.tokens < turn.trigger * MARK_SHARE:
             return settled
-        return _stable_head(messages, verbatim_calls(messages, self.options.keep_tools))
+        return stable_head(messages, verbatim_calls(messages, self.options.keep_tools))
 
     def _settle(self, turn: Turn) -> None:
         """Remember every call this compaction decided (all but the pinned ones)."""
@@ -719,51 +722,9 @@ class SessionCompactor:
                 log.warning("could not save a session's state", exc_info=True)
 
 
-def _first_changed(
-    messages: Sequence[Message], originals: Mapping[str, str], briefed: Mapping[str, Any]
-) -> int | None:
-    """The first message whose result text differs from what the turn would have sent without
-    this compaction (`originals`: the transcript with earlier reductions re-applied) or whose
-    call was briefed now: where the provider's cache stops (a result sent whole because its
-    original could not be saved is not a change)."""
-    for i, m in enumerate(messages):
-        if any(r.text != originals.get(r.tool_use_id, r.text) for r in m.tool_results):
-            return i
-        if any(u.tool_use_id in briefed for u in m.tool_uses):
-            return i
-    return None
-
-
-def _frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int | None:
-    """The index of the last message holding a settled call's result, if any."""
-    if not settled:
-        return None
-    ids = set(settled)
-    last = None
-    for i, m in enumerate(messages):
-        if any(r.tool_use_id in ids for r in m.tool_results):
-            last = i
-    return last
-
-
 def _past(applied: Applied, hard: float) -> bool:
     """Whether the rails left the transcript past the hard line (`hard`: the share to remove)."""
     return hard > 0 and applied.tokens_after > applied.tokens_before * (1 - hard)
-
-
-def _stable_head(messages: Sequence[Message], verbatim: AbstractSet[str]) -> int | None:
-    """The last message before the first one a compaction could change: one holding a result
-    or arguments long enough to be briefed (the verbatim calls' never change). None when that
-    is the first message, or when no result could change yet (nothing to be cached against)."""
-    for i, m in enumerate(messages):
-        results = any(r.tool_use_id not in verbatim for r in m.tool_results)
-        briefed = any(
-            u.tool_use_id not in verbatim and brief_value(u.input, RERUN_INPUT_CHARS) != u.input
-            for u in m.tool_uses
-        )
-        if results or briefed:
-            return i - 1 if i > 0 else None
-    return None
 
 
 def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -> PlanEntry | None:
@@ -771,7 +732,3 @@ def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -
     lends nothing: not its reduction, not its briefed arguments)."""
     entry = plan.get(tool_use_id)
     return entry if entry is not None and entry.original_hash == text_hash(original) else None
-
-
-def _originals(messages: Sequence[Message]) -> dict[str, str]:
-    return {r.tool_use_id: r.text for m in messages for r in m.tool_results}
