@@ -276,6 +276,18 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
                 f" whole, at a cache share of at least {CACHE_SHARE_GOAL}: {', '.join(floors)}",
                 file=file,
             )
+        soft = [
+            f"{length}: {v['soft_floor']:.3f}"
+            for length, v in sims.get("none", {}).items()
+            if "soft_floor" in v
+        ]
+        if soft:
+            print(
+                "Least billed (vs everything) of any strategy that sends requests as they are"
+                " below the soft line and past it keeps only the text of older messages (no"
+                f" result, no argument): {', '.join(soft)}",
+                file=file,
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,11 @@ Per strategy and length it reports:
   request; `billed`: input billed under a price profile (`anthropic` by default: cached reads
   0.1×, the rest written at 1.25×; `openai`: cached 0.5×; `none`: no cache), in token-units;
   `billed_ratio`: that over sending everything, as an agent would, under the same profile;
-- `compactions_per_session`: prefix breaks per transcript.
+- `compactions_per_session`: prefix breaks per transcript;
+- on the `none` rows, `soft_floor`: the least billed ratio of any strategy that sends requests as
+  they are below the soft line (as factrail does) and past it keeps nothing but the text of each
+  older message (no result, no argument), forwarding each new message whole — a lower bound that
+  ignores even the one write of what it cut; and `floor_at_goal` (`cache_floor`).
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ class SimRow:
     cached_tokens: int = 0
     billed: float = 0.0
     billed_everything: float = 0.0
+    floor: float = 0.0
+    """On the `none` row: what `soft_floor` bills (see `totals`)."""
     lost: list[str] = field(default_factory=list)
 
 
@@ -184,6 +190,7 @@ async def simulate(
     uses = _uses_by_turn(facts(messages))
     rows: list[SimRow] = []
     preserve = options.plan.preserve_recent
+    texts = [meter.message(Message(m.role, m.text)) for m in messages]
     for length in lengths:
         window = total / length if length > 0 else float(total)
         trigger = int(TRIGGER_SHARE * window)
@@ -215,13 +222,17 @@ async def simulate(
             "mask": mask,
             "middle-out": middle_out(int(soft)),
         }
-        previous_full = 0
+        previous_full = previous_i = 0
         for i, m in enumerate(messages):
             if m.role != "assistant" or i < 2:
                 continue
             context = list(messages[:i])
             full = meter.total(context)
             pressured = full >= soft
+            if "none" in runs:
+                runs["none"].row.floor += _floor_turn(
+                    price, full, previous_full, texts[:previous_i], pressured
+                )
             at_stake = [f for f in uses.get(i, ()) if f.introduced < i] if pressured else []
             for s, run in runs.items():
                 sent: Sequence[Message]
@@ -233,10 +244,20 @@ async def simulate(
                 else:
                     sent = rivals[s](context, rules_actions(context, preserve))
                 run.request(sent, full, previous_full, at_stake, visibility)
-            previous_full = full
+            previous_full, previous_i = full, i
         compactor.close()
         rows.extend(run.row for run in runs.values())
     return rows
+
+
+def _floor_turn(
+    price: Prices, full: int, previous_full: int, older_texts: Sequence[int], pressured: bool
+) -> float:
+    """One turn of `soft_floor`: everything's bill below the soft line; past it the new tokens
+    written once and, read from the cache, only the texts of the messages before them."""
+    if not pressured:
+        return price.billed(previous_full, full - previous_full)
+    return price.billed(sum(older_texts), full - previous_full)
 
 
 def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
@@ -255,6 +276,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
                 "_cached": 0,
                 "_billed": 0.0,
                 "_everything": 0.0,
+                "_floor": 0.0,
                 "_peaks": [],
                 "sessions": 0,
             },
@@ -268,6 +290,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
         t["_cached"] += r.cached_tokens
         t["_billed"] += r.billed
         t["_everything"] += r.billed_everything
+        t["_floor"] += r.floor
         t["sessions"] += 1
     for by_length in out.values():
         for t in by_length.values():
@@ -279,6 +302,9 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
             t.pop("_sent")
             t["billed"] = round(t["_billed"])
             t["billed_ratio"] = t.pop("_billed") / t["_everything"] if t["_everything"] else 0.0
+            floor = t.pop("_floor")
+            if floor > 0 and t["_everything"]:
+                t["soft_floor"] = floor / t["_everything"]
             t.pop("_everything")
             t["compactions_per_session"] = t["compactions"] / t["sessions"] if t["sessions"] else 0
     return out

@@ -65,6 +65,20 @@ def test_the_floor_is_reported_beside_everything() -> None:
             assert row["billed_ratio"] >= none["floor_at_goal"] - 1e-9
 
 
+def test_no_strategy_bills_under_the_soft_line_floor() -> None:
+    """Every strategy sends requests as they are below the soft line and keeps the text of
+    each message: none can bill under the floor that keeps nothing else past it."""
+    name, messages = next(iter(corpus(0, 1)))
+    rows = asyncio.run(simulate(name, messages, OPTIONS, lengths=(0.8, 1.5)))
+    out = totals(rows)
+    for length in ("0.8", "1.5"):
+        floor = out["none"][length]["soft_floor"]
+        assert 0 < floor < 1.0
+        for by_length in out.values():
+            assert by_length[length]["billed_ratio"] >= floor
+    assert out["none"]["1.5"]["soft_floor"] < out["none"]["0.8"]["soft_floor"]
+
+
 OVERFLOWING = (
     "codex__Shyaar__beam_v1",  # a 16k-char listing among its last calls, in a short run
     "gemini_cli__metaphi-agent__figma-eval-010ac575",  # a 496k-char `git add` output
