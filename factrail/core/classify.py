@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from factrail.core.model import Message, ToolUse
@@ -286,14 +287,15 @@ _SAVED_OUTPUT = re.compile(
 notes name), or by its file (what older notes named)."""
 
 
+def is_verbatim(use: ToolUse, names: AbstractSet[str]) -> bool:
+    """Whether the rails never touch this call's result (`names`: `VERBATIM_TOOLS` and the
+    deployment's own; see `verbatim_calls`)."""
+    return use.tool in names or _SAVED_OUTPUT.search(compact_json(use.input)) is not None
+
+
 def verbatim_calls(messages: Sequence[Message], extra: Iterable[str] = ()) -> set[str]:
     """Calls whose results the rails never touch: skill loads, subagent reports, the agent's
     own retrieval of a saved output (reducing that would point it at yet another saved copy),
     and the tools named in `extra`."""
     names = VERBATIM_TOOLS.union(extra)
-    out: set[str] = set()
-    for m in messages:
-        for u in m.tool_uses:
-            if u.tool in names or _SAVED_OUTPUT.search(compact_json(u.input)):
-                out.add(u.tool_use_id)
-    return out
+    return {u.tool_use_id for m in messages for u in m.tool_uses if is_verbatim(u, names)}

@@ -671,7 +671,7 @@ class SessionCompactor:
         settled = frozen_through(messages, turn.state.settled)
         if settled is not None or turn.trigger <= 0 or turn.tokens < turn.trigger * MARK_SHARE:
             return settled
-        return stable_head(messages, verbatim_calls(messages, self.options.keep_tools))
+        return stable_head(messages, self.options.keep_tools)
 
     def _settle(self, turn: Turn) -> None:
         """Remember every call this compaction decided (all but the pinned ones)."""

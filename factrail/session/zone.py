@@ -10,11 +10,11 @@ requests the gateway marks the zone's end with a `cache_control` breakpoint.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from factrail.core.apply import RERUN_INPUT_CHARS, brief_value
+from factrail.core.classify import VERBATIM_TOOLS, is_verbatim
 from factrail.core.model import Message
 
 MARK_SHARE = 0.5
@@ -55,16 +55,19 @@ def frozen_through(messages: Sequence[Message], settled: Sequence[str]) -> int |
     return last
 
 
-def stable_head(messages: Sequence[Message], verbatim: AbstractSet[str]) -> int | None:
+def stable_head(messages: Sequence[Message], keep_tools: Iterable[str] = ()) -> int | None:
     """The last message before the first one a compaction could change: one holding a result
-    or arguments long enough to be briefed (the verbatim calls' never change). None when that
-    is the first message, or when no result could change yet (nothing to be cached against)."""
+    or arguments long enough to be briefed, of a call not kept verbatim (`keep_tools`: the
+    deployment's own verbatim tools). None when that is the first message, or when no result
+    could change yet (nothing to be cached against). Reads only as far as the head goes."""
+    names = VERBATIM_TOOLS.union(keep_tools)
+    verbatim: dict[str, bool] = {}
     for i, m in enumerate(messages):
-        results = any(r.tool_use_id not in verbatim for r in m.tool_results)
-        briefed = any(
-            u.tool_use_id not in verbatim and brief_value(u.input, RERUN_INPUT_CHARS) != u.input
-            for u in m.tool_uses
-        )
+        briefed = False
+        for u in m.tool_uses:
+            kept = verbatim.setdefault(u.tool_use_id, is_verbatim(u, names))
+            briefed = briefed or (not kept and brief_value(u.input, RERUN_INPUT_CHARS) != u.input)
+        results = any(not verbatim.get(r.tool_use_id, False) for r in m.tool_results)
         if results or briefed:
             return i - 1 if i > 0 else None
     return None
