@@ -59,7 +59,7 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
-HEADROOM_TURNS = 10
+HEADROOM_TURNS = 12
 """A compaction leaves room for about this many turns of the session's growth (when that is
 more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
 LEASE_MS = 60_000
