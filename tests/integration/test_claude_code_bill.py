@@ -109,7 +109,7 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
     """Its one compaction comes four turns before the end: it pays back because the head
     before the first result is read from the cache and the notes read keeps its fact line
     (x0.987 at T=44k; at T=60k the compaction comes two turns before the end and the same
-    session costs x1.043, see `bench/claude_code_bill.py`)."""
+    session costs x1.020, see `bench/claude_code_bill.py`)."""
     direct, through, factrail = stack.pair(ONCE)
     completed(direct)
     completed(through)
