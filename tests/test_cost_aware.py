@@ -180,3 +180,34 @@ async def test_past_the_hard_line_newer_results_give_way_before_what_was_decided
     calls = {c["id"]: c for m in second.document for c in m.get("tool_calls") or []}
     before = {c["id"]: c for m in first.document for c in m.get("tool_calls") or []}
     assert all(calls[c] == before[c] for c in settled)
+
+
+@pytest.mark.parametrize(
+    ("profile", "turns", "opened"),
+    [("anthropic", 1, False), ("anthropic", 10_000, True), ("none", 1, True)],
+)
+def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
+    profile: str, turns: int, opened: bool
+) -> None:
+    """When the rails cannot get under the hard line either way, the old calls are re-decided
+    only if what that saves on every later turn pays back what it re-bills once: not when it
+    saves little for a session about to end under Anthropic's prices, but for one expected to go
+    on, and always when there is no cache to lose."""
+    from factrail.core.analysis import Analysis
+    from factrail.core.apply import Reduction
+    from factrail.core.plan import rules_actions
+
+    # Twelve old calls whose outputs a stub can cut only a little, then twelve large ones.
+    wire = [*chat(24, size=700)[:26], *chat(24, size=3000)[26:]]
+    compactor = make(1000, profile)
+    turn = compactor._turn("s", openai_chat.parse(wire), "claude-x", None, 0, None, True)
+    turn.turns = turns
+    actions = rules_actions(turn.work, 6)
+    old = [u.tool_use_id for m in turn.work for u in m.tool_uses][:12]
+    turn.state.settled = old
+    unreachable = Reduction(target=0.99, hard=0.99)  # no rails get a transcript under this
+    newer = compactor._rails(turn, actions, unreachable, frozenset(old), Analysis())
+    every = compactor._rails(turn, actions, unreachable, frozenset(), Analysis())
+    assert newer.tokens_after > every.tokens_after  # opening the old calls would save more
+    chosen = compactor._cheaper(turn, newer, every, unreachable)
+    assert chosen is (every if opened else newer)
