@@ -211,3 +211,20 @@ def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
     assert newer.tokens_after > every.tokens_after  # opening the old calls would save more
     chosen = compactor._cheaper(turn, newer, every, unreachable)
     assert chosen is (every if opened else newer)
+
+
+async def test_a_compaction_whose_rails_would_save_little_does_not_happen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The gate's saving is an estimate (here 0.8 of the open results, down to the aim); outputs
+    a little past what a stub can cut leave the rails little to remove, and re-billing the whole
+    transcript for that would not pay back: the turn goes on as a passthrough (the same turn
+    compacts when the check of the rails' actual saving is taken away)."""
+    wire = chat(40, size=800)
+    trigger = between_the_lines(wire)
+    declined = await make(trigger).compact("s", openai_chat.parse(wire))
+    assert declined.outcome == "passthrough" and declined.document is None
+    monkeypatch.setattr(SessionCompactor, "_pays_off", lambda self, turn, applied: True)
+    forced = await make(trigger).compact("s", openai_chat.parse(wire))
+    assert forced.outcome == "compacted"
+    assert forced.tokens_before - forced.tokens_after < forced.invalidated_tokens / 10

@@ -106,6 +106,7 @@ async def compact(judge: Judge, deadline_ms: int, tmp_path: Path) -> Run:
             rearm_tokens=0,
             preserve_recent=PRESERVE,
             judge_deadline_ms=deadline_ms,
+            price_profile="none",  # no cache to lose: what the judge leaves is always reduced
         ),
         state=MemoryStateStore(),
         outputs=store,

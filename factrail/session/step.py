@@ -30,7 +30,7 @@ from factrail.core.rails import LAST_RESORT_TIER
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
-from factrail.policy.cost import cold, pays, prices, profile_for
+from factrail.policy.cost import Prices, cold, pays, prices, profile_for
 from factrail.policy.provenance import Evidence
 from factrail.policy.taint import TaintScan, command_refs, merge_taint, taint_write, tool_refs
 from factrail.policy.trigger import DueReason, due, soft_line
@@ -314,16 +314,28 @@ class SessionCompactor:
         idle = self._idle_s(turn.state)
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
-        if turn.trigger > 0 and is_due and (self._must(turn) or self._pays(turn, idle)):
-            return await self._compact(turn, result)
-        if tainted_now or idle is None or idle > TOUCH_S:
+        if turn.trigger > 0 and is_due:
+            must = self._must(turn)
+            if must or self._pays(turn, idle):
+                gated = not must and not cold(idle, self.options.cache_ttl_s)
+                compacted = await self._compact(turn, result, gated=gated)
+                if compacted is not None:
+                    return compacted
+                return await self._pass(turn, result, persist=True)  # the judge's answers
+        return await self._pass(turn, result, persist=tainted_now or idle is None or idle > TOUCH_S)
+
+    async def _pass(self, turn: Turn, result: TurnResult, *, persist: bool) -> TurnResult:
+        """A turn that does not compact: the re-applied transcript (or nothing) goes on."""
+        if persist:
             await self._persist(turn)  # the taint, or when the session was last seen
         result.frozen_through = self._frozen_end(turn, turn.work)
         share = self.options.prepare_share
         if turn.trigger > 0 and share > 0 and turn.tokens >= turn.trigger * share:
-            result.after_answer = functools.partial(self.analyses.prepare_later, session, turn.work)
+            result.after_answer = functools.partial(
+                self.analyses.prepare_later, turn.session, turn.work
+            )
         if turn.reapplied:
-            result.document = doc.emit(turn.work)
+            result.document = turn.doc.emit(turn.work)
         return result
 
     def _idle_s(self, state: SessionState) -> float | None:
@@ -346,23 +358,32 @@ class SessionCompactor:
         to reach their aim, at most a share of the open results) over the session's expected
         remaining turns (as many as the transcript has had: a long session is likely to go
         on)."""
-        opts = self.options
-        if cold(idle, opts.cache_ttl_s):
+        if cold(idle, self.options.cache_ttl_s):
             return True
-        price = prices(profile_for(opts.price_profile, turn.model), turn.model)
+        estimate = self._estimate(turn)
+        return estimate is not None and pays(*estimate, turn.turns, self._prices(turn))
+
+    def _prices(self, turn: Turn) -> Prices:
+        return prices(profile_for(self.options.price_profile, turn.model), turn.model)
+
+    def _estimate(self, turn: Turn) -> tuple[float, float] | None:
+        """The tokens a compaction would invalidate (from the first result it could reduce) and
+        those it would stop resending (what the rails remove to reach their aim, at most a share
+        of the open results), calibrated; None when no result is open."""
+        opts = self.options
         calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
         closed = verbatim_calls(turn.work, opts.keep_tools).union(self._frozen(turn))
         open_ = [
             c for c in calls if not c.pinned and c.result_chars and c.tool_use_id not in closed
         ]
         if not open_:
-            return False
+            return None
         first = min(min(c.call_index, c.result_index) for c in open_)
         invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
         results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
         saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
-        return pays(invalidated, saved, turn.turns, price)
+        return invalidated, saved
 
     def _load(
         self, session: str, aliases: Sequence[str]
@@ -443,7 +464,11 @@ class SessionCompactor:
             writes.append((turn.session, turn.state))
         return writes
 
-    async def _compact(self, turn: Turn, result: TurnResult) -> TurnResult:
+    async def _compact(self, turn: Turn, result: TurnResult, *, gated: bool) -> TurnResult | None:
+        """Judge, run the rails, save, persist. `gated`: the compaction was allowed because the
+        estimate said it pays back (not forced by the danger line, not free with a cold cache);
+        when what the rails actually remove would not pay back the estimated invalidation, it
+        does not happen (None)."""
         judged = await self.judging.run(
             turn.session, turn.work, turn.reapplied, turn.state, turn.taint
         )
@@ -457,9 +482,10 @@ class SessionCompactor:
         for tool_use_id in verbatim_calls(turn.work, self.options.keep_tools):
             actions[tool_use_id] = "keep"
         originals = result_texts(turn.doc.messages)
-        applied, saved = await asyncio.to_thread(
-            self._apply_and_save, turn, actions, self._reduction(turn), originals
-        )
+        applied = await asyncio.to_thread(self._apply, turn, actions, self._reduction(turn))
+        if gated and not self._pays_off(turn, applied):
+            return None
+        saved = await asyncio.to_thread(self._save, turn, applied, originals)
         sent_texts = result_texts(applied.messages)
         result.save_failures = saved.failures
         first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
@@ -580,14 +606,8 @@ class SessionCompactor:
             room = max(room, HEADROOM_TURNS * turn.tokens / turn.turns)
         return max(soft_line(turn.trigger) - room, 0.0)
 
-    def _apply_and_save(
-        self,
-        turn: Turn,
-        actions: Mapping[str, Action],
-        reduction: Reduction,
-        originals: Mapping[str, str],
-    ) -> tuple[Applied, Saved]:
-        """Apply the rails, then save every newly reduced original (and briefed argument)."""
+    def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
+        """Run the rails (past the hard line, on the newer results first; see `_cheaper`)."""
         analysis = self.analyses.take(turn.session)
         verbatim = verbatim_calls(turn.work, self.options.keep_tools)
         with collector_paused():
@@ -604,8 +624,22 @@ class SessionCompactor:
                 final = self._frozen(turn) | verbatim
                 applied = self._rails(turn, actions, reduction, final, analysis)
         self.analyses.keep(turn.session, analysis)
+        return applied
+
+    def _pays_off(self, turn: Turn, applied: Applied) -> bool:
+        """Whether what the rails actually remove pays back the invalidation the gate estimated
+        (the gate's saving is an estimate: results too small to cut, or kept by the judge, can
+        leave a compaction that re-bills a whole transcript to save a few tokens a turn)."""
+        estimate = self._estimate(turn)
+        if estimate is None:
+            return False
+        removed = (applied.tokens_before - applied.tokens_after) * turn.ratio
+        return pays(estimate[0], removed, turn.turns, self._prices(turn))
+
+    def _save(self, turn: Turn, applied: Applied, originals: Mapping[str, str]) -> Saved:
+        """Save every newly reduced original (and briefed argument) before the request leaves."""
         if self.writer is None:
-            return applied, Saved()
+            return Saved()
         saved = self.writer.save_outputs(turn.session, applied.changed, originals, applied.messages)
         plan = turn.state.plan
         fresh = {
@@ -616,7 +650,7 @@ class SessionCompactor:
         if fresh:
             self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
         self.writer.expire(self._clock())
-        return applied, saved
+        return saved
 
     def _cheaper(
         self, turn: Turn, newer: Applied, opened: Applied, reduction: Reduction
@@ -635,8 +669,7 @@ class SessionCompactor:
             return opened
         invalidated = self.transcript_tokens(opened.messages[first_all:first_new]) * turn.ratio
         saved = (newer.tokens_after - opened.tokens_after) * turn.ratio
-        price = prices(profile_for(self.options.price_profile, turn.model), turn.model)
-        return opened if pays(invalidated, saved, turn.turns, price) else newer
+        return opened if pays(invalidated, saved, turn.turns, self._prices(turn)) else newer
 
     def _rails(
         self,
