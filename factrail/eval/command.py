@@ -265,29 +265,18 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
                     f" {v['cache_share']:.3f} | {v['billed']:,} ({v['billed_ratio']:.3f}) |",
                     file=file,
                 )
-        floors = [
-            f"{length}: {v['floor_at_goal']:.3f}"
-            for length, v in sims.get("none", {}).items()
-            if "floor_at_goal" in v
-        ]
-        if floors:
-            print(
-                "\nLeast billed (vs everything) of any strategy that forwards each new message"
-                f" whole, at a cache share of at least {CACHE_SHARE_GOAL}: {', '.join(floors)}",
-                file=file,
-            )
-        soft = [
-            f"{length}: {v['soft_floor']:.3f}"
-            for length, v in sims.get("none", {}).items()
-            if "soft_floor" in v
-        ]
-        if soft:
-            print(
-                "Least billed (vs everything) of any strategy that sends requests as they are"
-                " below the soft line and past it keeps only the text of older messages (no"
-                f" result, no argument): {', '.join(soft)}",
-                file=file,
-            )
+        floors = {
+            "floor_at_goal": "\nLeast billed (vs everything) of any strategy that forwards each"
+            f" new message whole, at a cache share of at least {CACHE_SHARE_GOAL}",
+            "soft_floor": "Least billed (vs everything) of any strategy that sends requests as"
+            " they are below the soft line and past it keeps only the text of older messages"
+            " (no result, no argument)",
+        }
+        for key, label in floors.items():
+            by_length = sims.get("none", {}).items()
+            figures = [f"{length}: {v[key]:.3f}" for length, v in by_length if key in v]
+            if figures:
+                print(f"{label}: {', '.join(figures)}", file=file)
 
 
 @dataclass(frozen=True, slots=True)
