@@ -224,7 +224,7 @@ async def test_a_compaction_whose_rails_would_save_little_does_not_happen(
     trigger = between_the_lines(wire)
     declined = await make(trigger).compact("s", openai_chat.parse(wire))
     assert declined.outcome == "passthrough" and declined.document is None
-    monkeypatch.setattr(SessionCompactor, "_pays_off", lambda self, turn, applied: True)
+    monkeypatch.setattr(SessionCompactor, "_pays_off", lambda *_: True)
     forced = await make(trigger).compact("s", openai_chat.parse(wire))
     assert forced.outcome == "compacted"
     assert forced.tokens_before - forced.tokens_after < forced.invalidated_tokens / 10

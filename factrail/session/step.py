@@ -148,6 +148,9 @@ class Turn:
     """The model's context window (None: unknown)."""
     line: DueReason = "below-soft-line"
     """The line this turn crossed."""
+    verbatim: frozenset[str] | None = None
+    """The calls the rails never touch (`SessionCompactor._verbatim`: found once, when a due
+    turn first needs them)."""
 
     @property
     def tokens(self) -> int:
@@ -315,10 +318,9 @@ class SessionCompactor:
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due:
-            must = self._must(turn)
-            if must or self._pays(turn, idle):
-                gated = not must and not cold(idle, self.options.cache_ttl_s)
-                compacted = await self._compact(turn, result, gated=gated)
+            go, invalidated = self._gate(turn, idle)
+            if go:
+                compacted = await self._compact(turn, result, invalidated)
                 if compacted is not None:
                     return compacted
                 return await self._pass(turn, result, persist=True)  # the judge's answers
@@ -351,17 +353,24 @@ class SessionCompactor:
         after a compaction at the trigger paid for nothing."""
         return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)
 
-    def _pays(self, turn: Turn, idle: float | None) -> bool:
-        """Whether a compaction at the soft line is worth the cache it breaks: free once the
-        cache is cold; else an estimate of the tokens it would invalidate (from the first
-        result it could reduce) against those it would stop resending (what the rails remove
-        to reach their aim, at most a share of the open results) over the session's expected
+    def _gate(self, turn: Turn, idle: float | None) -> tuple[bool, float | None]:
+        """Whether a due turn compacts, and the invalidation its rails must then pay back (None:
+        forced past the danger line, or free once the cache is cold). Short of those, an
+        estimate of the tokens it would invalidate (from the first result it could reduce)
+        against those it would stop resending must pay back over the session's expected
         remaining turns (as many as the transcript has had: a long session is likely to go
         on)."""
-        if cold(idle, self.options.cache_ttl_s):
-            return True
+        if self._must(turn) or cold(idle, self.options.cache_ttl_s):
+            return True, None
         estimate = self._estimate(turn)
-        return estimate is not None and pays(*estimate, turn.turns, self._prices(turn))
+        if estimate is None or not self._pays(turn, *estimate):
+            return False, None
+        return True, estimate[0]
+
+    def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
+        """Whether saving `saved` tokens on every remaining turn pays back re-billing
+        `invalidated` once, under the provider's prices."""
+        return pays(invalidated, saved, turn.turns, self._prices(turn))
 
     def _prices(self, turn: Turn) -> Prices:
         return prices(profile_for(self.options.price_profile, turn.model), turn.model)
@@ -372,7 +381,7 @@ class SessionCompactor:
         of the open results), calibrated; None when no result is open."""
         opts = self.options
         calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
-        closed = verbatim_calls(turn.work, opts.keep_tools).union(self._frozen(turn))
+        closed = self._verbatim(turn).union(self._frozen(turn))
         open_ = [
             c for c in calls if not c.pinned and c.result_chars and c.tool_use_id not in closed
         ]
@@ -464,11 +473,12 @@ class SessionCompactor:
             writes.append((turn.session, turn.state))
         return writes
 
-    async def _compact(self, turn: Turn, result: TurnResult, *, gated: bool) -> TurnResult | None:
-        """Judge, run the rails, save, persist. `gated`: the compaction was allowed because the
-        estimate said it pays back (not forced by the danger line, not free with a cold cache);
-        when what the rails actually remove would not pay back the estimated invalidation, it
-        does not happen (None)."""
+    async def _compact(
+        self, turn: Turn, result: TurnResult, invalidated: float | None
+    ) -> TurnResult | None:
+        """Judge, run the rails, save, persist. `invalidated`: what the gate estimated the
+        compaction re-bills, when it was allowed because that pays back (None: forced, or free);
+        when what the rails actually remove would not pay it back, it does not happen (None)."""
         judged = await self.judging.run(
             turn.session, turn.work, turn.reapplied, turn.state, turn.taint
         )
@@ -479,11 +489,11 @@ class SessionCompactor:
         # The rails are CPU-bound and saving outputs is file I/O: off the event loop, so other
         # requests (and streams) keep flowing while a large transcript is compacted.
         actions = dict(judged.actions)
-        for tool_use_id in verbatim_calls(turn.work, self.options.keep_tools):
+        for tool_use_id in self._verbatim(turn):
             actions[tool_use_id] = "keep"
         originals = result_texts(turn.doc.messages)
         applied = await asyncio.to_thread(self._apply, turn, actions, self._reduction(turn))
-        if gated and not self._pays_off(turn, applied):
+        if invalidated is not None and not self._pays_off(turn, applied, invalidated):
             return None
         saved = await asyncio.to_thread(self._save, turn, applied, originals)
         sent_texts = result_texts(applied.messages)
@@ -609,7 +619,7 @@ class SessionCompactor:
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
         """Run the rails (past the hard line, on the newer results first; see `_cheaper`)."""
         analysis = self.analyses.take(turn.session)
-        verbatim = verbatim_calls(turn.work, self.options.keep_tools)
+        verbatim = self._verbatim(turn)
         with collector_paused():
             applied = None
             if turn.line == "hard-line" and turn.state.settled:
@@ -626,15 +636,12 @@ class SessionCompactor:
         self.analyses.keep(turn.session, analysis)
         return applied
 
-    def _pays_off(self, turn: Turn, applied: Applied) -> bool:
+    def _pays_off(self, turn: Turn, applied: Applied, invalidated: float) -> bool:
         """Whether what the rails actually remove pays back the invalidation the gate estimated
         (the gate's saving is an estimate: results too small to cut, or kept by the judge, can
         leave a compaction that re-bills a whole transcript to save a few tokens a turn)."""
-        estimate = self._estimate(turn)
-        if estimate is None:
-            return False
         removed = (applied.tokens_before - applied.tokens_after) * turn.ratio
-        return pays(estimate[0], removed, turn.turns, self._prices(turn))
+        return self._pays(turn, invalidated, removed)
 
     def _save(self, turn: Turn, applied: Applied, originals: Mapping[str, str]) -> Saved:
         """Save every newly reduced original (and briefed argument) before the request leaves."""
@@ -669,7 +676,7 @@ class SessionCompactor:
             return opened
         invalidated = self.transcript_tokens(opened.messages[first_all:first_new]) * turn.ratio
         saved = (newer.tokens_after - opened.tokens_after) * turn.ratio
-        return opened if pays(invalidated, saved, turn.turns, self._prices(turn)) else newer
+        return opened if self._pays(turn, invalidated, saved) else newer
 
     def _rails(
         self,
@@ -679,6 +686,7 @@ class SessionCompactor:
         final: AbstractSet[str],
         analysis: Analysis,
     ) -> Applied:
+        """The rails over the turn's transcript, leaving `final` as it is."""
         return apply(
             turn.work,
             actions,
@@ -688,6 +696,12 @@ class SessionCompactor:
             count=self._tokens,
             memo=analysis,
         )
+
+    def _verbatim(self, turn: Turn) -> frozenset[str]:
+        """The calls the rails never touch, found once per turn."""
+        if turn.verbatim is None:
+            turn.verbatim = frozenset(verbatim_calls(turn.work, self.options.keep_tools))
+        return turn.verbatim
 
     def _frozen(self, turn: Turn) -> frozenset[str]:
         """Results this compaction leaves as they are: those re-applied from earlier ones and,
