@@ -82,9 +82,11 @@ def id_lines(text: str) -> list[str]:
         line = text[start : end if end >= 0 else len(text)].removesuffix("\r")
         if len(line.strip()) > ID_LINE_CHARS:
             return []
-        lines.setdefault(line)
-        if sum(len(x) + 1 for x in lines) > room:
-            return []
+        if line not in lines:
+            lines[line] = None
+            room -= len(line) + 1
+            if room < 0:
+                return []
     return list(lines)
 
 

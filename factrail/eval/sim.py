@@ -33,6 +33,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 from factrail.core.model import Action, Message, input_json, transcript_tokens
@@ -190,7 +191,8 @@ async def simulate(
     uses = _uses_by_turn(facts(messages))
     rows: list[SimRow] = []
     preserve = options.plan.preserve_recent
-    texts = [meter.message(Message(m.role, m.text)) for m in messages]
+    # texts[i]: the tokens of the text of the first i messages (no result, no argument).
+    texts = list(accumulate((meter.message(Message(m.role, m.text)) for m in messages), initial=0))
     for length in lengths:
         window = total / length if length > 0 else float(total)
         trigger = int(TRIGGER_SHARE * window)
@@ -231,7 +233,7 @@ async def simulate(
             pressured = full >= soft
             if "none" in runs:
                 runs["none"].row.floor += _floor_turn(
-                    price, full, previous_full, texts[:previous_i], pressured
+                    price, full, previous_full, texts[previous_i], pressured
                 )
             at_stake = [f for f in uses.get(i, ()) if f.introduced < i] if pressured else []
             for s, run in runs.items():
@@ -251,13 +253,14 @@ async def simulate(
 
 
 def _floor_turn(
-    price: Prices, full: int, previous_full: int, older_texts: Sequence[int], pressured: bool
+    price: Prices, full: int, previous_full: int, older_texts: int, pressured: bool
 ) -> float:
     """One turn of `soft_floor`: everything's bill below the soft line; past it the new tokens
-    written once and, read from the cache, only the texts of the messages before them."""
+    written once and, read from the cache, only the texts of the messages before them
+    (`older_texts` tokens)."""
     if not pressured:
         return price.billed(previous_full, full - previous_full)
-    return price.billed(sum(older_texts), full - previous_full)
+    return price.billed(older_texts, full - previous_full)
 
 
 def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
