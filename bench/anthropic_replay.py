@@ -42,6 +42,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.replay import load  # noqa: E402
+from factrail.core.model import content_text  # noqa: E402
 from factrail.policy.cost import ANTHROPIC  # noqa: E402
 from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
@@ -61,15 +63,6 @@ class Converted:
     tools: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     turns: list[int]
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
-        return "\n".join(p for p in parts if isinstance(p, str))
-    return ""
 
 
 def _input(arguments: Any) -> dict[str, Any]:
@@ -107,14 +100,14 @@ def convert(source: list[dict[str, Any]]) -> Converted:
         if role == "assistant" and i >= FIRST_TURN and out and out[-1]["role"] == "user":
             turns.append(len(out))
         if role == "system" and not out:
-            if text := _text(m.get("content")):
+            if text := content_text(m.get("content"), "\n"):
                 system.append({"type": "text", "text": text})
         elif role in ("user", "system"):
-            if text := _text(m.get("content")):
+            if text := content_text(m.get("content"), "\n"):
                 add("user", [{"type": "text", "text": text}])
         elif role == "assistant":
             blocks: list[dict[str, Any]] = []
-            if text := _text(m.get("content")):
+            if text := content_text(m.get("content"), "\n"):
                 blocks.append({"type": "text", "text": text})
             for call in m.get("tool_calls") or []:
                 cid, fn = call.get("id"), call.get("function") or {}
@@ -131,7 +124,7 @@ def convert(source: list[dict[str, Any]]) -> Converted:
             cid = m.get("tool_call_id")
             if cid in offered and out:
                 offered.discard(cid)
-                content = _text(m.get("content"))
+                content = content_text(m.get("content"), "\n")
                 add("user", [{"type": "tool_result", "tool_use_id": cid, "content": content}])
     if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(session start)"}]})
@@ -168,7 +161,7 @@ class Side:
         for rec, outcome in zip(records, outcomes, strict=True):
             read, written = int(rec["cache_read"]), int(rec["cache_creation"])
             uncached = int(rec["input_tokens"])
-            self.billed += ANTHROPIC.billed(read, 0) + uncached + written * ANTHROPIC.write
+            self.billed += uncached + written * ANTHROPIC.write + read * ANTHROPIC.cached
             self.read += read
             self.total += read + written + uncached
             if previous is not None and outcome != "compacted" and read < previous:
@@ -242,9 +235,7 @@ def main() -> int:
             print(f"{'transcript':<44} {'reqs':>4} {'comp':>4} {'direct':>11} {'factrail':>11} "
                   f"{'ratio':>6} {'read %':>6} {'breaks':>6}")  # fmt: skip
             for path in files:
-                source = orjson.loads(path.read_bytes())
-                source = source.get("messages", source) if isinstance(source, dict) else source
-                c = convert(source)
+                c = convert(load(path))
                 if not c.turns:
                     continue
                 d, t = replay(client, c, path.stem, direct_root, gateway.removesuffix("/v1"),
