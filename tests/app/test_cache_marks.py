@@ -527,6 +527,21 @@ def test_real_compaction_marks_the_end_of_the_frozen_zone(
     assert orjson.dumps(sent2["messages"][:prefix]) == orjson.dumps(sent["messages"][:prefix])
 
 
+def grow(
+    c: TestClient, route: respx.Route, counts: range
+) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """The conversation sent at each count of steps until a turn compacts: each turn's outcome,
+    what the upstream got and what the client sent."""
+    turns = []
+    for count in counts:
+        turn = conversation(count, EPHEMERAL)
+        outcome, sent = send(c, route, turn)
+        turns.append((outcome, sent, turn))
+        if outcome == "compacted":
+            break
+    return turns
+
+
 def test_real_compactions_read_the_prefix_the_last_marker_cached(
     router: respx.MockRouter, real: tuple[TestClient, Recording]
 ) -> None:
@@ -534,13 +549,10 @@ def test_real_compactions_read_the_prefix_the_last_marker_cached(
     c, engine = real
     assert send(c, route, conversation(12, EPHEMERAL))[0] == "compacted"
     first = engine.results[-1].frozen_through
-    for count in range(13, 40):  # the transcript grows until the next compaction
-        turn = conversation(count, EPHEMERAL)
-        outcome, sent = send(c, route, turn)
-        if outcome == "compacted":
-            break
-        assert outcome == "reapplied"
-        assert added(sent["messages"], turn) == [(first, 0, EPHEMERAL)]
+    *between, (outcome, sent, turn) = grow(c, route, range(13, 40))  # until the next compaction
+    for passed, upstream, client in between:
+        assert passed == "reapplied"
+        assert added(upstream["messages"], client) == [(first, 0, EPHEMERAL)]
     assert outcome == "compacted"
     later = engine.results[-1].frozen_through
     assert first is not None and later is not None and later > first
@@ -563,14 +575,11 @@ def test_before_the_first_compaction_the_head_is_marked_once_it_is_in_sight(
     outcome, sent = send(c, route, small)  # a tenth of the trigger, a call in its head
     assert outcome == "passthrough" and sent == request(small)  # as the client sent it
     marked: list[list[tuple[int, int, Any]]] = []
-    for count in range(1, 40):  # the transcript grows until its first compaction
-        turn = conversation(count, EPHEMERAL)
-        outcome, sent = send(c, route, turn)
-        if outcome == "compacted":
-            break
-        assert outcome == "passthrough"
-        assert sent == request(turn) or added(sent["messages"], turn) == [head]
-        marked.append(added(sent["messages"], turn))
+    *between, (outcome, sent, turn) = grow(c, route, range(1, 40))  # until the first compaction
+    for passed, upstream, client in between:
+        assert passed == "passthrough"
+        assert upstream == request(client) or added(upstream["messages"], client) == [head]
+        marked.append(added(upstream["messages"], client))
     assert outcome == "compacted"
     assert added(sent["messages"], turn) == [head]
     since = marked.index([head])
