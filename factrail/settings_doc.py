@@ -137,7 +137,7 @@ finished).
         ),
         """\
 A reduced result's note names its saved original as `/v1/factrail/outputs/<capability>/<id>`
-and as `factrail outputs get <capability>/<id>`, never as a path on the server; the capability
+(which `factrail outputs get` also takes), never as a path on the server; the capability
 is an HMAC of the session key under `FACTRAIL_OUTPUTS_SECRET`, so only the session that was told
 an id can fetch it (`FACTRAIL_ADMIN_KEY`, when set, is asked for on top). Reads refuse symlinks
 and anything but a regular file of factrail's user. See `docs/outputs.md`.

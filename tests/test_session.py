@@ -122,7 +122,7 @@ async def test_outputs_are_saved_before_return_and_the_note_names_them(tmp_path:
         assert path.read_text(encoding="utf-8") == orig["content"]
         oid = f"{cap}/{orig['tool_call_id']}"
         assert f"full output saved at /v1/factrail/outputs/{oid} (" in new["content"]
-        assert f"`factrail outputs get {oid}`" in new["content"]
+        assert "(`factrail outputs get` prints it)" in new["content"]
         assert str(tmp_path) not in new["content"]  # never a path on the server
         assert "/sess/" not in new["content"]  # nor the session key
 

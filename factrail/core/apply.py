@@ -4,7 +4,8 @@ Every result to reduce starts at the loosest tier. While the transcript is above
 single move with the best gain per fact token lost takes one result to a stricter tier (ties go to
 the oldest). Stubs whose lines token value chose then share one pooled fact budget. Past the hard
 line the oldest results give way further: fact lines only, then eviction (tier 4). Sizes and
-targets are in estimated tokens. Nothing the user or the assistant wrote changes; only results,
+targets are in estimated tokens, each reduced result counted with the note it will carry once
+its original is saved (`phrase`). Nothing the user or the assistant wrote changes; only results,
 and the over-long arguments of reduced calls.
 """
 
@@ -28,7 +29,7 @@ from factrail.core.facts import (
     token_substrings,
     unit_spans,
 )
-from factrail.core.marks import is_compacted
+from factrail.core.marks import full_output_phrase, is_compacted
 from factrail.core.model import Action, Message, ToolResult, ToolUse, input_json
 from factrail.core.rails import (
     FACT_HEAD_CHARS,
@@ -139,6 +140,10 @@ class _Slot:
     rerunnable: bool
     final: bool
     tier: int = 0
+    note_chars: int = 0
+    note_tokens: int = 0
+    """What a reduced render of this result grows by once its original is saved and its note
+    names the copy (`apply`'s `phrase`), in chars and estimated tokens."""
     renders: dict[int, _Render] = field(default_factory=dict)
     middles: dict[tuple[int, int], Middle] = field(default_factory=dict)
     whole: _Render | None = None
@@ -263,10 +268,10 @@ class _Engine:
         )
 
     def _fit(self, slot: _Slot, text: str) -> _Render:
-        """Keep the original unless the render is shorter."""
-        if len(text) >= len(slot.text):
+        """Keep the original unless the render, with its note as it will be sent, is shorter."""
+        if len(text) + slot.note_chars >= len(slot.text):
             return slot.unchanged()
-        return _Render(text, self.count(text))
+        return _Render(text, self.count(text) + slot.note_tokens)
 
     def skeleton(self, text: str, start: int, end: int) -> tuple[Middle, set[str]]:
         """The middle `text[start:end]` prepared under no values, and its candidate tokens."""
@@ -369,7 +374,7 @@ def _size(engine: _Engine, slot: _Slot, texts: Mapping[str, str]) -> int:
     """The size of the slot's text in `texts` (its chosen render's, unless pooling changed it)."""
     text = texts[slot.tool_use_id]
     r = engine.render(slot, slot.tier)
-    return r.tokens if text is r.text else engine.count(text)
+    return r.tokens if text is r.text else engine.count(text) + slot.note_tokens
 
 
 def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> tuple[int, int]:
@@ -447,7 +452,7 @@ def _pool(
             # `pushed image …:2.16.9` line).
             chosen = [parts.greedy[0]]
         text = engine.stub_text(slot, stub, parts.lines(chosen))
-        if len(text) < len(slot.text):
+        if len(text) + slot.note_chars < len(slot.text):
             texts[slot.tool_use_id] = text
 
 
@@ -486,10 +491,37 @@ def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: fl
                 continue
             cur = texts.get(slot.tool_use_id, slot.text)
             new = shrink(cur, slot.tool_use_id)
-            if new is not cur and len(new) < len(cur):
+            if new is not cur and _shrinks(slot, cur, new):
                 texts[slot.tool_use_id] = new
-                after -= estimate_tokens(cur) - estimate_tokens(new)
+                after -= _gain(slot, cur, new, estimate_tokens)
     return after
+
+
+def _shrinks(slot: _Slot, cur: str, new: str) -> bool:
+    """Whether `new` is shorter than `cur` as sent (a first reduction adds the saved note)."""
+    return len(new) + (slot.note_chars if cur is slot.text else 0) < len(cur)
+
+
+def _gain(slot: _Slot, cur: str, new: str, count: Callable[[str], int]) -> int:
+    """The tokens saved by sending `new` for `cur` (a first reduction adds the saved note)."""
+    return count(cur) - count(new) - (slot.note_tokens if cur is slot.text else 0)
+
+
+class _NoteGrowth:
+    """How much a result's note grows once its original is saved (`apply`'s `phrase`)."""
+
+    def __init__(self, phrase: Callable[[str], str] | None, count: Callable[[str], int]) -> None:
+        self.phrase = phrase
+        self.count = count
+
+    def of(self, slot: _Slot) -> _Slot:
+        """`slot` with its `note_chars` and `note_tokens` (none without a phrase)."""
+        if self.phrase is not None:
+            saved = self.phrase(slot.tool_use_id)
+            placeholder = full_output_phrase(slot.tool_use_id)
+            slot.note_chars = max(len(saved) - len(placeholder), 0)
+            slot.note_tokens = max(self.count(saved) - self.count(placeholder), 0)
+        return slot
 
 
 def _first_results(messages: Sequence[Message]) -> Iterator[ToolResult]:
@@ -508,12 +540,15 @@ def _kept_slots(
     final: AbstractSet[str],
     sizes: Mapping[int, int],
     start: int,
+    growth: _NoteGrowth,
 ) -> list[_Slot]:
     """The results kept by their action that a rescue may cut, largest first (never one
     already reduced, frozen, or kept verbatim: those are in `final`); as observations (a re-run
     note would not fit either)."""
     out = [
-        _Slot(r.tool_use_id, 0, r.text, sizes[id(r)], r.is_error, rerunnable=False, final=False)
+        growth.of(
+            _Slot(r.tool_use_id, 0, r.text, sizes[id(r)], r.is_error, rerunnable=False, final=False)
+        )
         for r in _first_results(messages)
         if actions.get(r.tool_use_id, "keep") == "keep"
         and r.tool_use_id not in final
@@ -547,9 +582,9 @@ def _rescue(
             return after
         cur = texts[slot.tool_use_id]
         new = facts_only(cur, slot.tool_use_id)
-        if len(new) < len(cur):
+        if _shrinks(slot, cur, new):
             texts[slot.tool_use_id] = new
-            after -= engine.count(cur) - engine.count(new)
+            after -= _gain(slot, cur, new, engine.count)
     return after
 
 
@@ -563,11 +598,14 @@ def apply(
     final: AbstractSet[str] = frozenset(),
     count: Callable[[str], int] = estimate_tokens,
     memo: Analysis | None = None,
+    phrase: Callable[[str], str] | None = None,
 ) -> Applied:
     """Reduce every result whose action is not `keep` (see the module docstring); `count` may
     be the caller's memoised estimator (a session has just counted the same texts), `memo` what
     earlier compactions of the session learnt (it then keeps what this one learnt about the
-    live results)."""
+    live results). `phrase(tool_use_id)`: the full-output phrase a reduced result's note will
+    carry once its original is saved (the caller swaps it in for `full_output_phrase`): a
+    result is reduced only when it is shorter with it, and sizes count it."""
     uses: dict[str, ToolUse] = {}
     for m in messages:
         for u in m.tool_uses:
@@ -575,20 +613,23 @@ def apply(
     before, sizes = _tokens_of(messages, count)
     rerunnable = rerunnable_ids(messages)
     slots: list[_Slot] = []
+    growth = _NoteGrowth(phrase, count)
     for r in _first_results(messages):
         rid = r.tool_use_id
         if actions.get(rid, "keep") == "keep":
             continue
         readable = rid in rerunnable
         slots.append(
-            _Slot(
-                tool_use_id=rid,
-                order=len(slots),
-                text=r.text,
-                tokens=sizes[id(r)],
-                is_error=r.is_error,
-                rerunnable=readable and not r.is_error and not read_is_observation(r.text),
-                final=rid in final or is_compacted(r.text),
+            growth.of(
+                _Slot(
+                    tool_use_id=rid,
+                    order=len(slots),
+                    text=r.text,
+                    tokens=sizes[id(r)],
+                    is_error=r.is_error,
+                    rerunnable=readable and not r.is_error and not read_is_observation(r.text),
+                    final=rid in final or is_compacted(r.text),
+                )
             )
         )
     briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final}, rerunnable)
@@ -621,7 +662,7 @@ def apply(
         after = evicting
     rescued: frozenset[str] = frozenset()
     if reduction.fit > 0 and after > before * (1 - reduction.fit):
-        kept = _kept_slots(messages, actions, final, sizes, len(slots))
+        kept = _kept_slots(messages, actions, final, sizes, len(slots), growth)
         after_rescue = _rescue(engine, kept, texts, after, before * (1 - reduction.rescue))
         if after_rescue != after:
             tier = LAST_RESORT_TIER

@@ -37,12 +37,12 @@ def saved_output_phrase(output_id: str, route: str | None = None) -> str:
     """Where the full output is once saved (the usual `swap_full_output_note` target): the
     gateway `route` that serves `output_id` when there is one, and the command that prints it.
     Never a file path: the note goes to the model provider."""
-    command = f"`{SAVED_OUTPUT_COMMAND} {output_id}`"
-    if route:
+    if route:  # the id once: every reduced result carries this, and `outputs get` takes routes
         return (
-            f"full output saved at {route}{output_id} (or {command});"
+            f"full output saved at {route}{output_id} (`{SAVED_OUTPUT_COMMAND}` prints it);"
             " read it for anything not kept here"
         )
+    command = f"`{SAVED_OUTPUT_COMMAND} {output_id}`"
     return f"full output saved, {command} prints it; read it for anything not kept here"
 
 

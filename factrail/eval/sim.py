@@ -3,7 +3,9 @@
 For a transcript of E estimated tokens replayed at a length of L windows, the window is E/L tokens
 and the trigger 0.6 of it. The agent sends `messages[:i]` before every assistant message i. The
 rails go through `SessionCompactor` — the gateway's own code path: soft line, hard line,
-hysteresis and re-application of the stored plan — so what is measured is what the proxy does.
+hysteresis and re-application of the stored plan — so what is measured is what the proxy does,
+down to the notes: unless `save_outputs` is off, every reduced original is saved (to a temporary
+folder, under a random secret) and its note names the saved copy as the gateway's notes do.
 Rival strategies are applied to every request once its context is past the soft line, as a
 stateless proxy or a context-editing API would.
 
@@ -30,6 +32,9 @@ Per strategy and length it reports:
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
+from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -46,6 +51,7 @@ from factrail.policy.cost import Prices, Profile, prices
 from factrail.policy.trigger import soft_line
 from factrail.session import EngineOptions, SessionCompactor
 from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.outputs import OutputStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
 TRIGGER_SHARE = 0.6
@@ -185,7 +191,24 @@ async def simulate(
     profile: Profile = "anthropic",
 ) -> list[SimRow]:
     """Every (length, strategy) row for one transcript; the rails run as the gateway would
-    under `options`, at a trigger of 0.6 of each length's window (no outputs saved)."""
+    under `options`, at a trigger of 0.6 of each length's window (outputs saved to a temporary
+    folder when `options.save_outputs`)."""
+    with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
+        outputs = OutputStore(Path(folder), secret=os.urandom(32)) if options.save_outputs else None
+        return await _simulate(name, messages, options, outputs, lengths, strategies, visibility,
+                               profile)  # fmt: skip
+
+
+async def _simulate(
+    name: str,
+    messages: Sequence[Message],
+    options: EngineOptions,
+    outputs: OutputStore | None,
+    lengths: Sequence[float],
+    strategies: Sequence[str],
+    visibility: Visibility,
+    profile: Profile,
+) -> list[SimRow]:
     meter = _Meter()
     total = meter.total(messages)
     uses = _uses_by_turn(facts(messages))
@@ -209,13 +232,12 @@ async def simulate(
                 by_model={},
                 windows={"": int(window)},  # every model: this length's window
             ),
-            save_outputs=False,
             price_profile=profile,
         )
         compactor = SessionCompactor(
             at_length,
             state=MemoryStateStore(),
-            outputs=None,
+            outputs=outputs,
             judge=RulesJudge(),
         )
         rivals: dict[str, Strategy] = {

@@ -11,7 +11,7 @@ lost, and no note ever points at a copy that is not there.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,17 @@ class OutputWriter:
         alone)."""
         self.outputs = outputs
         self.route = route
+
+    def phrase(self, session: str) -> Callable[[str], str] | None:
+        """The full-output phrase of each call's note once its original is saved in this
+        session (None: the session's capability cannot be had, so nothing will be saved)."""
+        try:
+            capability = self.outputs.capability(session)
+        except OSError:
+            return None
+        return lambda tool_use_id: saved_output_phrase(
+            f"{capability}/{sanitise_name(tool_use_id)}", self.route
+        )
 
     def save_outputs(
         self,

@@ -695,6 +695,7 @@ class SessionCompactor:
             final=final,
             count=self._tokens,
             memo=analysis,
+            phrase=None if self.writer is None else self.writer.phrase(turn.session),
         )
 
     def _verbatim(self, turn: Turn) -> frozenset[str]:

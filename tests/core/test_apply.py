@@ -10,7 +10,12 @@ import pytest
 
 from factrail.core import apply as apply_module
 from factrail.core.apply import Reduction, Selection, apply, brief_value
-from factrail.core.marks import is_compacted
+from factrail.core.marks import (
+    full_output_phrase,
+    is_compacted,
+    saved_output_phrase,
+    swap_full_output_note,
+)
 from factrail.core.model import Action, Message, ToolResult, ToolUse
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
@@ -63,6 +68,34 @@ def test_rules_path_reduces_and_reports_tokens() -> None:
     assert all(is_compacted(t) for t in got.changed.values())
     # The input is never mutated.
     assert messages == _transcript()
+
+
+def test_sizes_count_the_note_each_reduced_result_carries_once_saved() -> None:
+    """`phrase`: what a note names once the original is saved, longer than the placeholder. The
+    sizes count it, so what the rails report is what is sent; and a result is reduced only when
+    it is shorter with it."""
+    messages = _transcript(size=24)  # 167-char reads: a re-run note is shorter, until saved
+
+    def saved(tool_use_id: str) -> str:
+        return saved_output_phrase(f"{'c0ffee' * 5}ab/{tool_use_id}", "/v1/factrail/outputs/")
+
+    plain = apply(messages, _rules(messages), reduction=Reduction(0.9, 0.0))
+    got = apply(messages, _rules(messages), reduction=Reduction(0.9, 0.0), phrase=saved)
+    sent = [m.copy() for m in got.messages]
+    for m in sent:
+        for r in m.tool_results:
+            r.text = swap_full_output_note(r.text, r.tool_use_id, saved(r.tool_use_id))
+    assert got.changed
+    assert abs(got.tokens_after - _size(sent)) <= 2 * len(got.changed)
+    assert plain.tokens_after < _size(sent)  # without the phrase the rails would under-count
+    originals = {r.tool_use_id: r.text for m in messages for r in m.tool_results}
+    for tool_use_id, text in got.changed.items():
+        final = swap_full_output_note(text, tool_use_id, saved(tool_use_id))
+        assert len(final) < len(originals[tool_use_id])
+    # A result whose note would be no shorter once it names the saved copy stays whole.
+    short = [i for i, t in plain.changed.items() if len(t) + len(saved(i)) - len(
+        full_output_phrase(i)) >= len(originals[i])]  # fmt: skip
+    assert short and not set(short) & set(got.changed)
 
 
 def test_stricter_target_gives_higher_tier_and_fewer_tokens() -> None:

@@ -90,8 +90,9 @@ def test_is_compacted_is_strict() -> None:
 def test_swap_full_output_note() -> None:
     note = rerun_note("y" * 400, "u1")
     saved = swap_full_output_note(note, "u1", saved_output_phrase("c0ffee/u1", "/v1/r/"))
-    assert saved.endswith("full output saved at /v1/r/c0ffee/u1 (or `factrail outputs get"
-                          " c0ffee/u1`); read it for anything not kept here]")  # fmt: skip
+    assert saved.endswith("full output saved at /v1/r/c0ffee/u1 (`factrail outputs get` prints"
+                          " it); read it for anything not kept here]")  # fmt: skip
+    assert saved.count("c0ffee/u1") == 1  # every reduced result carries it: the id once
     assert is_compacted(saved)
     local = swap_full_output_note(note, "u1", saved_output_phrase("c0ffee/u1"))
     assert local.endswith("full output saved, `factrail outputs get c0ffee/u1` prints it;"

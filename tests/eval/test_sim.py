@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,3 +108,30 @@ def test_one_giant_recent_output_no_longer_overflows_the_window(corpus_dir: Path
                 assert row.peak_fill > 1.0  # the whole transcript does not fit
             else:
                 assert row.peak_fill <= 1.0, (name, row.length, row.peak_fill)
+
+
+def test_the_rails_are_billed_with_the_notes_the_gateway_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unless outputs are not saved, the sim saves them (to a temporary folder) as the gateway
+    does, so each reduced result is billed with the note naming its saved copy, which is longer
+    than the note naming the call."""
+    from factrail.eval import sim
+
+    sent: dict[bool, list[str]] = {True: [], False: []}
+    saving = True
+    request = sim._Run.request
+
+    def spy(self: sim._Run, messages: Any, *args: Any) -> None:
+        if self.row.strategy == "rails":
+            sent[saving].extend(r.text for m in messages for r in m.tool_results)
+        request(self, messages, *args)
+
+    monkeypatch.setattr(sim._Run, "request", spy)
+    name, messages = corpus(3, 1)[0]
+    for saving in (True, False):
+        options = replace(engine_options(), save_outputs=saving)
+        asyncio.run(simulate(name, messages, options, lengths=(1.2,), strategies=("rails",)))
+    saved_notes = [t for t in sent[True] if "full output saved at /v1/factrail/outputs/" in t]
+    assert saved_notes and not any("in this transcript]" in t for t in sent[True])
+    assert any("in this transcript]" in t for t in sent[False])
