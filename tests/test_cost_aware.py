@@ -228,3 +228,26 @@ async def test_a_compaction_whose_rails_would_save_little_does_not_happen(
     forced = await make(trigger).compact("s", openai_chat.parse(wire))
     assert forced.outcome == "compacted"
     assert forced.tokens_before - forced.tokens_after < forced.invalidated_tokens / 10
+
+
+async def test_past_the_danger_line_a_compaction_that_cannot_get_under_it_must_pay_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bulk is in the last result, which the rails keep (the agent works with it): the old
+    results are too small to get the request back under the danger line, so trimming them would
+    re-bill the whole transcript for little; it happens only once the request would not fit the
+    window otherwise."""
+    wire = chat(12, size=800)
+    wire[-2]["content"] = "\n".join(f"row {j}: value {j * 7919 % 100003}" for j in range(4000))
+    size = tokens_of(wire)
+    trigger = size // 2
+    parsed = openai_chat.parse(wire)
+    # Danger: halfway from the trigger to the window (0.85 of the request); fit: 0.9 of it.
+    roomy = await make(trigger).compact("s", parsed, window=int(size * 1.2))
+    assert roomy.outcome == "passthrough" and roomy.document is None
+    tight = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size / 0.95))
+    assert tight.outcome == "compacted"
+    assert tight.tokens_after > tight.tokens_before * 0.85  # still past where danger was
+    monkeypatch.setattr(SessionCompactor, "_relieves", lambda *_: True)
+    forced = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size * 1.2))
+    assert forced.outcome == "compacted"

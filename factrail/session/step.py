@@ -119,6 +119,18 @@ class TurnResult:
     work on the preparation thread and returns at once."""
 
 
+@dataclass(frozen=True, slots=True)
+class Gate:
+    """What the gate allowed a due turn's compaction for."""
+
+    go: bool
+    invalidated: float | None = None
+    """The estimated tokens it re-bills, which what the rails remove must pay back (None: the
+    cache is cold, or the compaction is forced)."""
+    forced: bool = False
+    """Past the danger line: it runs if it gets the request back under it (`_relieves`)."""
+
+
 @dataclass(slots=True)
 class Turn:
     """One request's transcript as the step sees it, once the stored plan is re-applied."""
@@ -318,9 +330,9 @@ class SessionCompactor:
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due:
-            go, invalidated = self._gate(turn, idle)
-            if go:
-                compacted = await self._compact(turn, result, invalidated)
+            gate = self._gate(turn, idle)
+            if gate.go:
+                compacted = await self._compact(turn, result, gate)
                 if compacted is not None:
                     return compacted
                 return await self._pass(turn, result, persist=True)  # the judge's answers
@@ -353,19 +365,21 @@ class SessionCompactor:
         after a compaction at the trigger paid for nothing."""
         return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)
 
-    def _gate(self, turn: Turn, idle: float | None) -> tuple[bool, float | None]:
-        """Whether a due turn compacts, and the invalidation its rails must then pay back (None:
-        forced past the danger line, or free once the cache is cold). Short of those, an
-        estimate of the tokens it would invalidate (from the first result it could reduce)
-        against those it would stop resending must pay back over the session's expected
-        remaining turns (as many as the transcript has had: a long session is likely to go
-        on)."""
-        if self._must(turn) or cold(idle, self.options.cache_ttl_s):
-            return True, None
+    def _gate(self, turn: Turn, idle: float | None) -> Gate:
+        """Whether a due turn compacts, and what its rails must then achieve. Free once the
+        cache is cold; past the danger line it must get the request back under that line (see
+        `_relieves`). Short of those, an estimate of the tokens it would invalidate (from the
+        first result it could reduce) against those it would stop resending must pay back over
+        the session's expected remaining turns (as many as the transcript has had: a long
+        session is likely to go on), and so must what the rails then actually remove."""
+        if cold(idle, self.options.cache_ttl_s):
+            return Gate(go=True)
+        if self._must(turn):
+            return Gate(go=True, forced=True)
         estimate = self._estimate(turn)
         if estimate is None or not self._pays(turn, *estimate):
-            return False, None
-        return True, estimate[0]
+            return Gate(go=False)
+        return Gate(go=True, invalidated=estimate[0])
 
     def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
@@ -473,12 +487,9 @@ class SessionCompactor:
             writes.append((turn.session, turn.state))
         return writes
 
-    async def _compact(
-        self, turn: Turn, result: TurnResult, invalidated: float | None
-    ) -> TurnResult | None:
-        """Judge, run the rails, save, persist. `invalidated`: what the gate estimated the
-        compaction re-bills, when it was allowed because that pays back (None: forced, or free);
-        when what the rails actually remove would not pay it back, it does not happen (None)."""
+    async def _compact(self, turn: Turn, result: TurnResult, gate: Gate) -> TurnResult | None:
+        """Judge, run the rails, save, persist; None (it does not happen) when what the rails
+        actually do falls short of what `gate` allowed the compaction for."""
         judged = await self.judging.run(
             turn.session, turn.work, turn.reapplied, turn.state, turn.taint
         )
@@ -493,7 +504,9 @@ class SessionCompactor:
             actions[tool_use_id] = "keep"
         originals = result_texts(turn.doc.messages)
         applied = await asyncio.to_thread(self._apply, turn, actions, self._reduction(turn))
-        if invalidated is not None and not self._pays_off(turn, applied, invalidated):
+        if gate.invalidated is not None and not self._pays_off(turn, applied, gate.invalidated):
+            return None
+        if gate.forced and not self._relieves(turn, applied):
             return None
         saved = await asyncio.to_thread(self._save, turn, applied, originals)
         sent_texts = result_texts(applied.messages)
@@ -642,6 +655,25 @@ class SessionCompactor:
         leave a compaction that re-bills a whole transcript to save a few tokens a turn)."""
         removed = (applied.tokens_before - applied.tokens_after) * turn.ratio
         return self._pays(turn, invalidated, removed)
+
+    def _relieves(self, turn: Turn, applied: Applied) -> bool:
+        """Whether a compaction forced past the danger line is worth its cost: it gets the
+        request back under that line, or the request would otherwise not fit the model's window
+        (or that is unknown); else (the bulk is in what the rails keep: recent results, verbatim
+        calls, what the agent wrote) a partial one that re-bills everything after its first
+        change to trim a little must pay that back like any other."""
+        policy = self.options.trigger
+        fit = policy.fit(turn.model, turn.window)
+        after = (applied.tokens_after + turn.extra) * turn.ratio
+        if fit is None or turn.tokens >= fit:
+            return True
+        if after < policy.danger(turn.model, turn.trigger, turn.window):
+            return True
+        first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
+        if first is None:
+            return True  # nothing changed: nothing re-billed
+        invalidated = self.transcript_tokens(applied.messages[first:]) * turn.ratio
+        return self._pays_off(turn, applied, invalidated)
 
     def _save(self, turn: Turn, applied: Applied, originals: Mapping[str, str]) -> Saved:
         """Save every newly reduced original (and briefed argument) before the request leaves."""
