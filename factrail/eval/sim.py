@@ -5,7 +5,7 @@ and the trigger 0.6 of it. The agent sends `messages[:i]` before every assistant
 rails go through `SessionCompactor` — the gateway's own code path: soft line, hard line,
 hysteresis and re-application of the stored plan — so what is measured is what the proxy does,
 down to the notes: unless `save_outputs` is off, every reduced original is saved (to a temporary
-folder, under a random secret) and its note names the saved copy as the gateway's notes do.
+folder) and its note names the saved copy as the gateway's notes do.
 Rival strategies are applied to every request once its context is past the soft line, as a
 stateless proxy or a context-editing API would.
 
@@ -32,13 +32,13 @@ Per strategy and length it reports:
 from __future__ import annotations
 
 import asyncio
-import os
+import hashlib
 import tempfile
-from pathlib import Path
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import accumulate
+from pathlib import Path
 from typing import Any
 
 from factrail.core.model import Action, Message, input_json, transcript_tokens
@@ -54,6 +54,10 @@ from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
+SIM_SECRET = hashlib.sha256(b"factrail eval --sim").digest()
+"""Keys the capabilities the sim's notes name: fixed, so that a run is reproducible (how many
+tokens a capability costs depends on its digits), and worth nothing outside the temporary
+folder it saves to."""
 TRIGGER_SHARE = 0.6
 
 Strategy = Callable[[Sequence[Message], Mapping[str, Action]], list[Message]]
@@ -194,7 +198,7 @@ async def simulate(
     under `options`, at a trigger of 0.6 of each length's window (outputs saved to a temporary
     folder when `options.save_outputs`)."""
     with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
-        outputs = OutputStore(Path(folder), secret=os.urandom(32)) if options.save_outputs else None
+        outputs = OutputStore(Path(folder), secret=SIM_SECRET) if options.save_outputs else None
         return await _simulate(name, messages, options, outputs, lengths, strategies, visibility,
                                profile)  # fmt: skip
 
