@@ -20,6 +20,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from app.usage import Usage
 from factrail import __version__
 from factrail.session import TurnResult
+from factrail.session.step import DECISIONS
 from factrail.stores.outputs import SweepReport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -152,6 +153,14 @@ class Metrics:
             "Recent tool results cut because the request would not fit the model's window.",
             registry=r,
         )
+        self.decisions = Counter(
+            p + "compaction_decisions",
+            "Turns due for compaction, by what the cost gate made of them.",
+            ["decision"],
+            registry=r,
+        )
+        for decision in DECISIONS:  # every series exists from the start, at 0
+            self.decisions.labels(decision)
         self.preparations = Counter(
             p + "preparations",
             "Background analyses of a turn's results ahead of the compaction turn.",
@@ -237,6 +246,8 @@ class Metrics:
             self.save_failures.labels(reason).inc(count)
         if result.fenced:
             self.fenced.inc()
+        if result.decision is not None:
+            self.decisions.labels(result.decision).inc()
         if result.outcome != "compacted":
             return
         self.compactions.labels(result.judge, result.reason or "threshold").inc()

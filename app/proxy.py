@@ -195,6 +195,7 @@ class Gateway:
                 status=status,
                 tokens_before=result.tokens_before if result else None,
                 tokens_after=result.tokens_after if result else None,
+                decision=result.decision if result else None,
                 ms=ms,
             )
             if result is not None and result.after_answer is not None:

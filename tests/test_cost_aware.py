@@ -56,8 +56,10 @@ async def test_a_soft_line_compaction_waits_until_it_pays_back() -> None:
     trigger = between_the_lines(wire)
     warm = await make(trigger).compact("s", openai_chat.parse(wire))
     assert warm.outcome == "passthrough"  # 6 turns in: breaking the cache would not pay back
+    assert warm.decision == "waits"
     free = await make(trigger, "none").compact("s", openai_chat.parse(wire))
     assert free.outcome == "compacted" and free.invalidated_tokens > 0
+    assert free.decision == "pays"
 
 
 async def test_past_the_danger_line_it_always_runs() -> None:
@@ -65,9 +67,10 @@ async def test_past_the_danger_line_it_always_runs() -> None:
     window is unknown (as here)."""
     wire = chat(12)
     past_danger = await make(int(tokens_of(wire) / 1.25)).compact("s", openai_chat.parse(wire))
-    assert past_danger.outcome == "compacted"
+    assert past_danger.outcome == "compacted" and past_danger.decision == "forced"
     short_of_it = await make(int(tokens_of(wire) / 1.1)).compact("s", openai_chat.parse(wire))
     assert short_of_it.outcome == "passthrough"  # past the trigger, but it would not pay back
+    assert short_of_it.decision == "waits"
 
 
 async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:
@@ -79,7 +82,8 @@ async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:
     clock.now += 60  # still warm
     assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "passthrough"
     clock.now += 301  # idle past the five-minute TTL: the next request re-bills it all anyway
-    assert (await compactor.compact("s", openai_chat.parse(wire))).outcome == "compacted"
+    cold = await compactor.compact("s", openai_chat.parse(wire))
+    assert cold.outcome == "compacted" and cold.decision == "cold"
 
 
 async def test_what_an_earlier_compaction_decided_stays_frozen(
@@ -224,6 +228,7 @@ async def test_a_compaction_whose_rails_would_save_little_does_not_happen(
     trigger = between_the_lines(wire)
     declined = await make(trigger).compact("s", openai_chat.parse(wire))
     assert declined.outcome == "passthrough" and declined.document is None
+    assert declined.decision == "declined"
     monkeypatch.setattr(SessionCompactor, "_pays_off", lambda *_: True)
     forced = await make(trigger).compact("s", openai_chat.parse(wire))
     assert forced.outcome == "compacted"
@@ -245,9 +250,32 @@ async def test_past_the_danger_line_a_compaction_that_cannot_get_under_it_must_p
     # Danger: halfway from the trigger to the window (0.85 of the request); fit: 0.9 of it.
     roomy = await make(trigger).compact("s", parsed, window=int(size * 1.2))
     assert roomy.outcome == "passthrough" and roomy.document is None
+    assert roomy.decision == "declined"
     tight = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size / 0.95))
-    assert tight.outcome == "compacted"
+    assert tight.outcome == "compacted" and tight.decision == "forced"
     assert tight.tokens_after > tight.tokens_before * 0.85  # still past where danger was
     monkeypatch.setattr(SessionCompactor, "_relieves", lambda *_: True)
     forced = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size * 1.2))
     assert forced.outcome == "compacted"
+
+
+async def test_each_due_turn_is_counted_by_the_gate_s_decision() -> None:
+    """`factrail_compaction_decisions_total{decision}`: every series from the start; a turn
+    below the soft line is not due, so not counted."""
+    from app.metrics import Metrics
+
+    metrics = Metrics()
+    wire = chat(12)
+
+    def count(decision: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "factrail_compaction_decisions_total", {"decision": decision}
+        )
+
+    assert {d: count(d) for d in step.DECISIONS} == dict.fromkeys(step.DECISIONS, 0.0)
+    below = await make(tokens_of(wire) * 2).compact("s", openai_chat.parse(wire))
+    waits = await make(between_the_lines(wire)).compact("s", openai_chat.parse(wire))
+    for result in (below, waits):
+        metrics.record_turn(result, 0.0)
+    assert below.decision is None
+    assert count("waits") == 1 and sum(count(d) or 0 for d in step.DECISIONS) == 1

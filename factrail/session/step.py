@@ -52,6 +52,12 @@ from factrail.stores.state import MAX_HISTORY, SessionState, StateStore
 log = logging.getLogger("factrail.session")
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
+Decision = Literal["pays", "forced", "cold", "waits", "declined"]
+DECISIONS: tuple[Decision, ...] = ("pays", "forced", "cold", "waits", "declined")
+"""What the cost gate made of a due turn: it compacted because that pays back, because it was
+past the danger line, or because the cache was cold; it `waits` (the estimate would not pay
+back); or the rails ran and it was `declined` (what they would remove would not pay back, or
+would not relieve the danger line)."""
 TOUCH_S = 15.0
 """A turn that changes nothing saves the session only to say it was seen (its cache is warm),
 and only when the last save is older than this: at most this much early on a cold cache."""
@@ -101,6 +107,8 @@ class TurnResult:
     window."""
     fenced: bool = False
     """The fence kept a model judge away from this session for the first time."""
+    decision: Decision | None = None
+    """What the cost gate made of the turn when it was due (None: not due)."""
     compactions: int = 0
     invalidated_tokens: int = 0
     """Tokens from the first message this compaction changed to the end: what the provider's
@@ -121,14 +129,17 @@ class TurnResult:
 
 @dataclass(frozen=True, slots=True)
 class Gate:
-    """What the gate allowed a due turn's compaction for."""
+    """What the gate made of a due turn (`pays`, `forced`, `cold` or `waits`)."""
 
-    go: bool
+    decision: Decision
     invalidated: float | None = None
-    """The estimated tokens it re-bills, which what the rails remove must pay back (None: the
-    cache is cold, or the compaction is forced)."""
-    forced: bool = False
-    """Past the danger line: it runs if it gets the request back under it (`_relieves`)."""
+    """For `pays`: the estimated tokens it re-bills, which what the rails remove must pay back.
+    (`forced`: it runs if it gets the request back under the danger line, `_relieves`.)"""
+
+    @property
+    def go(self) -> bool:
+        """Whether the rails run."""
+        return self.decision != "waits"
 
 
 @dataclass(slots=True)
@@ -331,10 +342,12 @@ class SessionCompactor:
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due:
             gate = self._gate(turn, idle)
+            result.decision = gate.decision
             if gate.go:
                 compacted = await self._compact(turn, result, gate)
                 if compacted is not None:
                     return compacted
+                result.decision = "declined"
                 return await self._pass(turn, result, persist=True)  # the judge's answers
         return await self._pass(turn, result, persist=tainted_now or idle is None or idle > TOUCH_S)
 
@@ -373,13 +386,13 @@ class SessionCompactor:
         the session's expected remaining turns (as many as the transcript has had: a long
         session is likely to go on), and so must what the rails then actually remove."""
         if cold(idle, self.options.cache_ttl_s):
-            return Gate(go=True)
+            return Gate("cold")
         if self._must(turn):
-            return Gate(go=True, forced=True)
+            return Gate("forced")
         estimate = self._estimate(turn)
         if estimate is None or not self._pays(turn, *estimate):
-            return Gate(go=False)
-        return Gate(go=True, invalidated=estimate[0])
+            return Gate("waits")
+        return Gate("pays", invalidated=estimate[0])
 
     def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
@@ -506,7 +519,7 @@ class SessionCompactor:
         applied = await asyncio.to_thread(self._apply, turn, actions, self._reduction(turn))
         if gate.invalidated is not None and not self._pays_off(turn, applied, gate.invalidated):
             return None
-        if gate.forced and not self._relieves(turn, applied):
+        if gate.decision == "forced" and not self._relieves(turn, applied):
             return None
         saved = await asyncio.to_thread(self._save, turn, applied, originals)
         sent_texts = result_texts(applied.messages)
