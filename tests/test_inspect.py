@@ -56,8 +56,10 @@ def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
     cap = OutputStore(tmp_path / "outputs").capability(header_key("run-1"))
     assert first["whole"] == f"{cap}/{first['id']}"
     assert "[factrail omitted" in first["note"]
+    assert h["decision"] == "forced" and h["turns"] == 30  # five times the trigger
     text = render(data)
     assert "tokens re-billed once" in text and first["whole"] in text
+    assert "hard-line at turn 30 (past the danger line)" in text
 
 
 def test_factrail_inspect(

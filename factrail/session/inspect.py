@@ -34,9 +34,11 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
     ]
     for h in data["history"]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h["at_ms"] / 1000))
+        why = _WHY.get(h.get("decision") or "", "")
+        turn = f" at turn {h['turns']}" if h.get("turns") else ""
         lines += [
             "",
-            f"{when} UTC  {h['line']}, judge {h['judge']} ({h['reason']}), trigger"
+            f"{when} UTC  {h['line']}{turn}{why}, judge {h['judge']} ({h['reason']}), trigger"
             f" {h['trigger']:,}: tokens {h['tokens_before']:,} → {h['tokens_after']:,}",
             f"  cache: first changed message {h['first_changed_message']},"
             f" {h['invalidated_tokens']:,} tokens re-billed once,"
@@ -60,6 +62,14 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
             lines.append("  notes:")
             lines += [f"    {n}" for note in notes for n in note.split("\n")]
     return "\n".join(lines) + "\n"
+
+
+_WHY = {
+    "pays": " (pays back its cache break)",
+    "forced": " (past the danger line)",
+    "cold": " (the cache was cold)",
+}
+"""Why a compaction ran, by the cost gate's decision (older records have none)."""
 
 
 def _row(r: Mapping[str, Any]) -> str:

@@ -602,6 +602,8 @@ class SessionCompactor:
         return {
             "at_ms": int(self._clock() * 1000),
             "line": turn.line,
+            "decision": result.decision,
+            "turns": turn.turns,
             "judge": result.judge,
             "reason": result.reason,
             "trigger": turn.trigger,
