@@ -175,7 +175,7 @@ def evaluate(
 
         _, sim_totals = run_sim(
             transcripts,
-            settings.engine_options(outputs_route=None),
+            settings.engine_options(),  # the gateway's: its notes name the outputs route
             strategies=tuple(strategies) if strategies else SIM_STRATEGIES,
             visibility=visibility,
             profile=price,
