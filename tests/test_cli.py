@@ -85,6 +85,9 @@ def test_outputs_get_and_expire(tmp_path: Path, capsys: pytest.CaptureFixture[st
     # the URL a note names works too
     assert main(["outputs", "get", f"http://127.0.0.1:8080/v1/factrail/outputs/{first}"]) == 0
     assert capsys.readouterr().out == saved
+    # and the route alone, as a gateway's note names it (`factrail outputs get` prints it)
+    assert main(["outputs", "get", f"/v1/factrail/outputs/{first}"]) == 0
+    assert capsys.readouterr().out == saved
     assert main(["outputs", "get", "../../etc/passwd"]) == 1
     assert "no saved output" in capsys.readouterr().err
     assert main(["outputs", "expire", "--days", "30"]) == 0
