@@ -123,6 +123,16 @@ def _ttl(mark: Any) -> int | None:
     return TTL_SECONDS.get(ttl) if ttl is None or isinstance(ttl, str) else None
 
 
+def requested_ttl(body: Mapping[str, Any]) -> int | None:
+    """The longest lifetime the request's own markers ask for, in seconds (None: no marker, or
+    none we know): how long what the previous turn wrote stays in the cache."""
+    messages = body.get("messages")
+    marks = _head_marks(body)
+    if isinstance(messages, list):
+        marks.extend(mark for message in messages for mark in _message_marks(message))
+    return max((t for t in map(_ttl, marks) if t is not None), default=None)
+
+
 def mark_between(before: Sequence[Any], after: Sequence[Any]) -> dict[str, str] | None:
     """The marker to place between the client's markers `before` and `after` (in the provider's
     order): as long-lived as the longest after it, never longer than any before it; None when

@@ -37,6 +37,7 @@ class Compactor(Protocol):
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
         window: int | None = None,
+        cache_ttl_s: float | None = None,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -24,7 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.cache_marks import CacheMarks
+from app.cache_marks import CacheMarks, requested_ttl
 from app.engine import Engine
 from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
@@ -43,6 +44,7 @@ from app.upstream import (
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
+from factrail.policy.cost import EXTENDED_RETENTION_S
 from factrail.policy.provenance import evidence
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
@@ -271,6 +273,7 @@ class Gateway:
                 extra_tokens=extra,
                 evidence=seen,
                 window=requested_window(route.provider, headers),
+                cache_ttl_s=requested_cache_ttl(route.provider, data),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
@@ -445,6 +448,18 @@ LONG_CONTEXT_BETA = "context-1m"
 """The `anthropic-beta` flag (`context-1m-2025-08-07`) that gives a Claude model a window of a
 million tokens."""
 LONG_CONTEXT_TOKENS = 1_000_000
+
+
+def requested_cache_ttl(provider: str, data: Mapping[str, Any]) -> float | None:
+    """The prompt cache's lifetime a request asked for, when it says: the longest of an
+    Anthropic request's `cache_control` markers (one hour with `ttl: "1h"`), or OpenAI's
+    24-hour retention (`prompt_cache_retention: "24h"`)."""
+    if provider == "anthropic":
+        ttl = requested_ttl(data)
+        return float(ttl) if ttl is not None else None
+    if data.get("prompt_cache_retention") == "24h":
+        return EXTENDED_RETENTION_S
+    return None
 
 
 def requested_window(provider: str, headers: Headers) -> int | None:

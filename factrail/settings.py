@@ -145,7 +145,8 @@ class Settings(BaseSettings):
     """Re-arm gap after a compaction; 0 means an eighth of T."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
-    the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×),
+    the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×, or 2×
+    when the request's markers ask for the one-hour cache),
     `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no cache: compact at the
     soft line); `auto` picks by the model's name."""
     cache_mark: bool = True
@@ -154,7 +155,9 @@ class Settings(BaseSettings):
     the first compaction, once past half the trigger: the head before the first result)."""
     cache_ttl_s: float = Field(default=300.0, gt=0)
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
-    line costs nothing extra and runs at once."""
+    line costs nothing extra and runs at once. A request that asks for a longer-lived cache is
+    held to that: an Anthropic marker with `ttl: "1h"` (whose writes the cost gate then prices
+    at 2× input), OpenAI's `prompt_cache_retention: "24h"`."""
     preserve_recent: int = Field(default=6, ge=0)
     """The newest N messages (and message 0) are never reduced."""
     keep_tools: StrList = ()

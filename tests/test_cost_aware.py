@@ -204,7 +204,7 @@ def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
     # Twelve old calls whose outputs a stub can cut only a little, then twelve large ones.
     wire = [*chat(24, size=700)[:26], *chat(24, size=3000)[26:]]
     compactor = make(1000, profile)
-    turn = compactor._turn("s", openai_chat.parse(wire), "claude-x", None, 0, None, True)
+    turn = compactor._turn("s", openai_chat.parse(wire), ("claude-x", None, None), 0, None, True)
     turn.turns = turns
     actions = rules_actions(turn.work, 6)
     old = [u.tool_use_id for m in turn.work for u in m.tool_uses][:12]
@@ -279,3 +279,26 @@ async def test_each_due_turn_is_counted_by_the_gate_s_decision() -> None:
         metrics.record_turn(result, 0.0)
     assert below.decision is None
     assert count("waits") == 1 and sum(count(d) or 0 for d in step.DECISIONS) == 1
+
+
+async def test_the_one_hour_cache_a_client_asks_for_goes_cold_later_and_costs_more_to_break() -> (
+    None
+):
+    """Anthropic's one-hour entries (`ttl: "1h"`) stay warm an hour, and are written at twice
+    the input price: a compaction that pays back under the five-minute cache's 1.25 does not
+    under 2, and an hour's idle, not five minutes', makes one free."""
+    wire = chat(20)
+    trigger = between_the_lines(wire)
+    five = await make(trigger).compact("s", openai_chat.parse(wire))
+    hour = await make(trigger).compact("s", openai_chat.parse(wire), cache_ttl_s=3600)
+    assert (five.decision, hour.decision) == ("pays", "waits")
+    clock = Clock()
+    compactor = make(trigger, clock=clock)
+    seen = await compactor.compact("s", openai_chat.parse(wire), cache_ttl_s=3600)
+    assert seen.decision == "waits"
+    clock.now += 600  # past five minutes: the one-hour entry is still there
+    warm = await compactor.compact("s", openai_chat.parse(wire), cache_ttl_s=3600)
+    assert warm.decision == "waits"
+    clock.now += 3601
+    cold = await compactor.compact("s", openai_chat.parse(wire), cache_ttl_s=3600)
+    assert cold.decision == "cold" and cold.outcome == "compacted"

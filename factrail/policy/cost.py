@@ -22,6 +22,9 @@ DEFAULT_TTL_S = 300.0
 """Provider prompt caches live five minutes after their last read by default."""
 LONG_TTL_S = 3600.0
 """Anthropic's one-hour cache, when the client asks for it (`cache_control.ttl = "1h"`)."""
+EXTENDED_RETENTION_S = 86_400.0
+"""OpenAI's extended prompt-cache retention, when the client asks for it
+(`prompt_cache_retention = "24h"`)."""
 OPENAI_CACHED_BY_MODEL = {
     "gpt-4o": 0.5,
     "o1": 0.5,
@@ -50,13 +53,16 @@ class Prices:
 
 
 ANTHROPIC = Prices(cached=0.1, write=1.25)
+ANTHROPIC_LONG = Prices(cached=0.1, write=2.0)
+"""Anthropic's prices for entries of its one-hour cache: written at twice the input price."""
 NO_CACHE = Prices(cached=1.0, write=1.0)
 
 
-def prices(profile: Profile, model: str = "") -> Prices:
-    """The prices of a profile (`openai`: the cached share of the model's family)."""
+def prices(profile: Profile, model: str = "", ttl_s: float | None = None) -> Prices:
+    """The prices of a profile (`openai`: the cached share of the model's family; `anthropic`:
+    the one-hour cache's when the client asked for it, `ttl_s`)."""
     if profile == "anthropic":
-        return ANTHROPIC
+        return ANTHROPIC_LONG if ttl_s is not None and ttl_s >= LONG_TTL_S else ANTHROPIC
     if profile == "openai":
         share = by_prefix(model, _OPENAI_PERCENT)
         return Prices(cached=share / 100 if share is not None else OPENAI_CACHED_DEFAULT, write=1.0)

@@ -174,6 +174,8 @@ class Turn:
     verbatim: frozenset[str] | None = None
     """The calls the rails never touch (`SessionCompactor._verbatim`: found once, when a due
     turn first needs them)."""
+    cache_ttl_s: float | None = None
+    """The prompt cache's lifetime the request asked for (None: it did not say)."""
 
     @property
     def tokens(self) -> int:
@@ -257,11 +259,15 @@ class SessionCompactor:
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
         window: int | None = None,
+        cache_ttl_s: float | None = None,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
         `evidence`: what the wire request tells the fence (its decoded calls, the client's
         session aliases, whether it continues a transcript not seen whole); `window`: the
-        context window the client asked for, when it says (else the model's, from the table)."""
+        context window the client asked for, when it says (else the model's, from the table);
+        `cache_ttl_s`: the prompt cache's lifetime the client asked for, when it says (Anthropic's
+        one hour, OpenAI's 24-hour retention: the cache goes cold later, and Anthropic bills
+        its one-hour entries' writes at twice the input price)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
@@ -271,8 +277,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    model,
-                    window,
+                    (model, window, cache_ttl_s),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -310,16 +315,16 @@ class SessionCompactor:
         self,
         session: str,
         doc: Document,
-        model: str,
-        window: int | None,
+        asked: tuple[str, int | None, float | None],
         extra_tokens: int,
         evidence: Evidence,
         writable: bool,
     ) -> TurnResult:
         """One turn; without the session's lease (`writable` False: a turn of the same session
-        is running elsewhere) it only re-applies the stored plan and writes nothing."""
+        is running elsewhere) it only re-applies the stored plan and writes nothing. `asked`:
+        the request's model, and the window and cache lifetime it asked for."""
         loaded, answered, aliases = await asyncio.to_thread(self._load, session, evidence.aliases)
-        turn = self._turn(session, doc, model, window, extra_tokens, loaded, answered)
+        turn = self._turn(session, doc, asked, extra_tokens, loaded, answered)
         result = TurnResult(
             outcome="reapplied" if turn.reapplied else "passthrough",
             tokens_before=turn.tokens,
@@ -385,7 +390,7 @@ class SessionCompactor:
         first result it could reduce) against those it would stop resending must pay back over
         the session's expected remaining turns (as many as the transcript has had: a long
         session is likely to go on), and so must what the rails then actually remove."""
-        if cold(idle, self.options.cache_ttl_s):
+        if cold(idle, max(self.options.cache_ttl_s, turn.cache_ttl_s or 0.0)):
             return Gate("cold")
         if self._must(turn):
             return Gate("forced")
@@ -400,7 +405,8 @@ class SessionCompactor:
         return pays(invalidated, saved, turn.turns, self._prices(turn))
 
     def _prices(self, turn: Turn) -> Prices:
-        return prices(profile_for(self.options.price_profile, turn.model), turn.model)
+        profile = profile_for(self.options.price_profile, turn.model)
+        return prices(profile, turn.model, turn.cache_ttl_s)
 
     def _estimate(self, turn: Turn) -> tuple[float, float] | None:
         """The tokens a compaction would invalidate (from the first result it could reduce) and
@@ -432,12 +438,12 @@ class SessionCompactor:
         self,
         session: str,
         doc: Document,
-        model: str,
-        window: int | None,
+        asked: tuple[str, int | None, float | None],
         extra_tokens: int,
         loaded: SessionState | None,
         answered: bool,
     ) -> Turn:
+        model, window, cache_ttl_s = asked
         state = loaded or SessionState(plan={})
         work, reapplied = reapply_plan(doc.messages, state.plan)
         return Turn(
@@ -455,6 +461,7 @@ class SessionCompactor:
             taint=TaintScan(),
             answered=answered,
             model=model,
+            cache_ttl_s=cache_ttl_s,
         )
 
     def _fence(

@@ -33,6 +33,8 @@ class ScriptedCompactor:
     calls: list[tuple[str, str, int]] = field(default_factory=list)
     windows: list[int | None] = field(default_factory=list)
     """The window each call was told the client asked for."""
+    cache_ttls: list[float | None] = field(default_factory=list)
+    """The cache lifetime each call was told the client asked for."""
     usage: list[tuple[str, int, int]] = field(default_factory=list)
     closed: bool = False
     answered: list[tuple[str, int]] = field(default_factory=list)
@@ -50,9 +52,11 @@ class ScriptedCompactor:
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
         window: int | None = None,
+        cache_ttl_s: float | None = None,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
         self.windows.append(window)
+        self.cache_ttls.append(cache_ttl_s)
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":

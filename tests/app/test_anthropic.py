@@ -254,6 +254,40 @@ def test_the_1m_context_beta_gives_the_step_its_window(
     assert compactor.windows == [window]
 
 
+@pytest.mark.parametrize(
+    ("mark", "ttl"),
+    [
+        (None, None),  # no marker: the configured lifetime
+        ({"type": "ephemeral"}, 300.0),
+        ({"type": "ephemeral", "ttl": "5m"}, 300.0),
+        ({"type": "ephemeral", "ttl": "1h"}, 3600.0),
+    ],
+)
+def test_the_markers_tell_the_step_the_cache_lifetime_the_client_asked_for(
+    client: TestClient,
+    router: respx.MockRouter,
+    compactor: ScriptedCompactor,
+    mark: dict[str, str] | None,
+    ttl: float | None,
+) -> None:
+    """The longest of the request's markers: how long what the last turn wrote stays cached
+    (and, at one hour, what its writes cost)."""
+    router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
+    system = [{"type": "text", "text": "You are Claude Code."}]
+    messages = transcript()
+    for m in messages:
+        for block in m["content"] if isinstance(m["content"], list) else []:
+            block.pop("cache_control", None)
+    if mark is not None:
+        messages[-1]["content"][-1]["cache_control"] = mark
+        system[0]["cache_control"] = {"type": "ephemeral"}
+    payload = body(messages, system=system)
+    headers = {"anthropic-version": "2023-06-01"}
+    r = client.post("/v1/messages", content=orjson.dumps(payload), headers=headers)
+    assert r.status_code == 200
+    assert compactor.cache_ttls == [ttl]
+
+
 @pytest.mark.parametrize("system", ["Prompt A", [{"type": "text", "text": "Prompt A"}]])
 def test_system_prompt_keys_the_session(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, system: Any

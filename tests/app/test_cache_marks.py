@@ -330,9 +330,16 @@ class FrozenCompactor(ScriptedCompactor):
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
         window: int | None = None,
+        cache_ttl_s: float | None = None,
     ) -> TurnResult:
         result = await super().compact(
-            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence, window=window
+            session,
+            doc,
+            model=model,
+            extra_tokens=extra_tokens,
+            evidence=evidence,
+            window=window,
+            cache_ttl_s=cache_ttl_s,
         )
         result.frozen_through = self.frozen_through
         return result
@@ -441,9 +448,16 @@ class Recording:
         extra_tokens: int = 0,
         evidence: Evidence | None = None,
         window: int | None = None,
+        cache_ttl_s: float | None = None,
     ) -> TurnResult:
         result: TurnResult = await self.inner.compact(
-            session, doc, model=model, extra_tokens=extra_tokens, evidence=evidence, window=window
+            session,
+            doc,
+            model=model,
+            extra_tokens=extra_tokens,
+            evidence=evidence,
+            window=window,
+            cache_ttl_s=cache_ttl_s,
         )
         self.results.append(result)
         return result

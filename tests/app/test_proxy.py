@@ -165,6 +165,23 @@ def test_compaction_rewrites_only_the_transcript_and_reads_usage(
     assert compactor.usage == [(session, 321, 250)]
 
 
+@pytest.mark.parametrize(
+    ("retention", "ttl"), [(None, None), ("in_memory", None), ("24h", 86_400.0)]
+)
+def test_openai_s_24_hour_retention_tells_the_step_its_cache_lives_longer(
+    client: TestClient,
+    router: respx.MockRouter,
+    compactor: ScriptedCompactor,
+    retention: str | None,
+    ttl: float | None,
+) -> None:
+    router.post(CHAT).mock(return_value=ok_json())
+    extra = {} if retention is None else {"prompt_cache_retention": retention}
+    r = client.post("/v1/chat/completions", content=chat_body(**extra))
+    assert r.status_code == 200
+    assert compactor.cache_ttls == [ttl]
+
+
 def test_engine_exception_fails_open_with_the_exact_bytes(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:

@@ -26,6 +26,10 @@ def test_profiles() -> None:
     assert prices("openai", "gpt-5-codex").cached == 0.1
     assert prices("openai", "some-local-model").cached == 0.5
     assert prices("openai").write == 1.0
+    # Anthropic's one-hour entries are written at twice the input price, read at the same 0.1.
+    assert prices("anthropic", ttl_s=3600) == Prices(cached=0.1, write=2.0)
+    assert prices("anthropic", ttl_s=300) == prices("anthropic")
+    assert prices("openai", "gpt-4o", ttl_s=86_400) == prices("openai", "gpt-4o")
 
 
 def test_auto_picks_the_provider_by_model() -> None:
