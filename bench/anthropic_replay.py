@@ -18,7 +18,11 @@ request had read and written, on turns factrail did not compact (a re-applicatio
 marker that could not reach the last entry; direct shows the client's own).
 
     .venv/bin/python bench/anthropic_replay.py [--corpus ../shared/corpus/dev] [--trigger 16000]
-        [--limit K] [--only NAME-PART] [--no-cache-mark]
+        [--limit K] [--only NAME-PART] [--no-cache-mark] [--ttl 1h]
+
+`--ttl 1h` marks the client's breakpoints for Anthropic's one-hour cache (`ttl: "1h"`, as Claude
+Code on a subscription does): both sides' cache writes are billed at 2× input, and factrail's
+gate prices them so.
 """
 
 from __future__ import annotations
@@ -44,12 +48,13 @@ sys.path.insert(0, str(ROOT))
 
 from bench.replay import load  # noqa: E402
 from factrail.core.model import content_text  # noqa: E402
-from factrail.policy.cost import ANTHROPIC  # noqa: E402
+from factrail.policy.cost import ANTHROPIC, ANTHROPIC_LONG, Prices  # noqa: E402
 from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
 FAKE_APP = "tests.integration.scripted_anthropic:app"
 MODEL = "claude-sonnet-4-5"
 MARK = {"type": "ephemeral"}
+LONG_MARK = {"type": "ephemeral", "ttl": "1h"}
 FIRST_TURN = 2
 """The first assistant message replayed (as in `factrail eval --sim` and `bench/replay.py`)."""
 
@@ -75,7 +80,7 @@ def _input(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
-def convert(source: list[dict[str, Any]]) -> Converted:
+def convert(source: list[dict[str, Any]], mark: dict[str, str] = MARK) -> Converted:
     """The chat transcript as Messages: leading system messages become the system prompt, later
     ones user text; consecutive messages of a role merge; a call without a result (or a result
     without its call) is dropped, as the API would reject either."""
@@ -130,15 +135,15 @@ def convert(source: list[dict[str, Any]]) -> Converted:
         out.insert(0, {"role": "user", "content": [{"type": "text", "text": "(session start)"}]})
         turns = [t + 1 for t in turns]
     if system:
-        system[-1] = {**system[-1], "cache_control": MARK}
+        system[-1] = {**system[-1], "cache_control": mark}
     return Converted(system, list(tools.values()), out, turns)
 
 
-def request(c: Converted, count: int) -> dict[str, Any]:
+def request(c: Converted, count: int, mark: dict[str, str] = MARK) -> dict[str, Any]:
     """The request carrying the first `count` messages, the last one marked (Claude Code's)."""
     messages = c.messages[:count]
     last = copy.deepcopy(messages[-1])
-    last["content"][-1]["cache_control"] = MARK
+    last["content"][-1]["cache_control"] = mark
     body: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": [*messages[:-1], last]}
     if c.system:
         body["system"] = c.system
@@ -155,13 +160,14 @@ class Side:
     breaks: int = 0
     requests: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
+    price: Prices = ANTHROPIC
 
     def add(self, records: list[dict[str, Any]], outcomes: list[str]) -> None:
         previous: int | None = None
         for rec, outcome in zip(records, outcomes, strict=True):
             read, written = int(rec["cache_read"]), int(rec["cache_creation"])
             uncached = int(rec["input_tokens"])
-            self.billed += uncached + written * ANTHROPIC.write + read * ANTHROPIC.cached
+            self.billed += uncached + written * self.price.write + read * self.price.cached
             self.read += read
             self.total += read + written + uncached
             if previous is not None and outcome != "compacted" and read < previous:
@@ -172,12 +178,19 @@ class Side:
 
 
 def replay(
-    client: httpx.Client, c: Converted, name: str, direct: str, through: str, fakes: list[str]
+    client: httpx.Client,
+    c: Converted,
+    name: str,
+    urls: tuple[str, str, list[str]],
+    long_ttl: bool,
 ) -> tuple[Side, Side]:
+    """`urls`: direct, through factrail, and the two endpoints' roots."""
+    direct, through, fakes = urls
     session = f"areplay-{uuid.uuid4().hex[:8]}-{name}"
     outcomes: dict[str, list[str]] = {"direct": [], "through": []}
+    mark = LONG_MARK if long_ttl else MARK
     for count in c.turns:
-        raw = orjson.dumps(request(c, count))
+        raw = orjson.dumps(request(c, count, mark))
         for side, base in (("direct", direct), ("through", through)):
             headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
             if side == "through":
@@ -190,7 +203,7 @@ def replay(
     for side, fake in zip(("direct", "through"), fakes, strict=True):
         records = [r for r in client.get(f"{fake}/_records").json() if r.get("status") == 200]
         client.post(f"{fake}/_reset")
-        s = Side()
+        s = Side(price=ANTHROPIC_LONG if long_ttl else ANTHROPIC)
         s.add(records, outcomes[side])
         sides.append(s)
     return sides[0], sides[1]
@@ -205,6 +218,7 @@ def main() -> int:
     parser.add_argument(
         "--no-cache-mark", action="store_true", help="FACTRAIL_CACHE_MARK=false (no marker)"
     )
+    parser.add_argument("--ttl", choices=("5m", "1h"), default="5m", help="the client's markers")
     args = parser.parse_args()
     files = sorted(p for p in args.corpus.glob("*.json*") if p.is_file() and args.only in p.name)
     if args.limit:
@@ -235,11 +249,12 @@ def main() -> int:
             print(f"{'transcript':<44} {'reqs':>4} {'comp':>4} {'direct':>11} {'factrail':>11} "
                   f"{'ratio':>6} {'read %':>6} {'breaks':>6}")  # fmt: skip
             for path in files:
-                c = convert(load(path))
+                long_ttl = args.ttl == "1h"
+                c = convert(load(path), LONG_MARK if long_ttl else MARK)
                 if not c.turns:
                     continue
-                d, t = replay(client, c, path.stem, direct_root, gateway.removesuffix("/v1"),
-                              [direct_root, behind_root])  # fmt: skip
+                urls = (direct_root, gateway.removesuffix("/v1"), [direct_root, behind_root])
+                d, t = replay(client, c, path.stem, urls, long_ttl)
                 for key, s in (("direct", d), ("through", t)):
                     total = totals[key]
                     total.billed += s.billed
@@ -261,7 +276,7 @@ def main() -> int:
     d, t = totals["direct"], totals["through"]
     print()
     print(f"{len(files)} transcripts, {t.requests} requests each way, trigger {args.trigger}, "
-          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+          f"markers' ttl {args.ttl}, {time.perf_counter() - started:.0f} s")  # fmt: skip
     print(f"factrail outcomes: {dict(t.outcomes)}")
     for key, s in (("direct", d), ("through factrail", t)):
         share = s.read / s.total if s.total else 0.0
