@@ -204,7 +204,7 @@ def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
     # Twelve old calls whose outputs a stub can cut only a little, then twelve large ones.
     wire = [*chat(24, size=700)[:26], *chat(24, size=3000)[26:]]
     compactor = make(1000, profile)
-    turn = compactor._turn("s", openai_chat.parse(wire), ("claude-x", None, None), 0, None, True)
+    turn = compactor._turn("s", openai_chat.parse(wire), step.Asked("claude-x"), 0, None, True)
     turn.turns = turns
     actions = rules_actions(turn.work, 6)
     old = [u.tool_use_id for m in turn.work for u in m.tool_uses][:12]

@@ -128,6 +128,16 @@ class TurnResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Asked:
+    """What a request asks of its model: which one, and the context window and prompt-cache
+    lifetime it says it wants (None: it does not say)."""
+
+    model: str
+    window: int | None = None
+    cache_ttl_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Gate:
     """What the gate made of a due turn (`pays`, `forced`, `cold` or `waits`)."""
 
@@ -277,7 +287,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    (model, window, cache_ttl_s),
+                    Asked(model, window, cache_ttl_s),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -315,14 +325,13 @@ class SessionCompactor:
         self,
         session: str,
         doc: Document,
-        asked: tuple[str, int | None, float | None],
+        asked: Asked,
         extra_tokens: int,
         evidence: Evidence,
         writable: bool,
     ) -> TurnResult:
         """One turn; without the session's lease (`writable` False: a turn of the same session
-        is running elsewhere) it only re-applies the stored plan and writes nothing. `asked`:
-        the request's model, and the window and cache lifetime it asked for."""
+        is running elsewhere) it only re-applies the stored plan and writes nothing."""
         loaded, answered, aliases = await asyncio.to_thread(self._load, session, evidence.aliases)
         turn = self._turn(session, doc, asked, extra_tokens, loaded, answered)
         result = TurnResult(
@@ -438,12 +447,11 @@ class SessionCompactor:
         self,
         session: str,
         doc: Document,
-        asked: tuple[str, int | None, float | None],
+        asked: Asked,
         extra_tokens: int,
         loaded: SessionState | None,
         answered: bool,
     ) -> Turn:
-        model, window, cache_ttl_s = asked
         state = loaded or SessionState(plan={})
         work, reapplied = reapply_plan(doc.messages, state.plan)
         return Turn(
@@ -452,16 +460,16 @@ class SessionCompactor:
             state=state,
             work=work,
             reapplied=reapplied,
-            trigger=self.options.trigger.for_model(model, window),
-            window=self.options.trigger.window_for(model, window),
+            trigger=self.options.trigger.for_model(asked.model, asked.window),
+            window=self.options.trigger.window_for(asked.model, asked.window),
             ratio=state.calibration or 1.0,
             estimated=self.transcript_tokens(work) + extra_tokens,
             turns=max(sum(1 for m in work if m.role == "assistant"), 1),
             extra=extra_tokens,
             taint=TaintScan(),
             answered=answered,
-            model=model,
-            cache_ttl_s=cache_ttl_s,
+            model=asked.model,
+            cache_ttl_s=asked.cache_ttl_s,
         )
 
     def _fence(
