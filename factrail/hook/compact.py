@@ -242,7 +242,8 @@ async def _compact(
         _prepare_state(store, key, req, forced)
         # the cache-warm nudge fires just before the provider's cache expires: the next request
         # finds it cold, so the step costs this compaction as on a cold cache
-        ahead = settings.cache_ttl_s + 1 if req.cause == CAUSE_WARM else 0.0
+        ttl = max(settings.cache_ttl_s, options.ttl_s or 0.0)
+        ahead = ttl + 1 if req.cause == CAUSE_WARM else 0.0
         compactor = (ForcedCompactor if forced else SessionCompactor)(
             tuned.engine_options(outputs_route=None),
             state=store,
@@ -258,6 +259,7 @@ async def _compact(
                 model=MODEL,
                 extra_tokens=extra,
                 evidence=Evidence(continued=continued(None, req.messages)),
+                cache_ttl_s=options.ttl_s,  # `cacheTtlSeconds`: an hour prices writes at 2x
             )
         finally:
             compactor.close()

@@ -139,6 +139,23 @@ def test_a_plugin_compaction_short_of_the_danger_line_must_pay_back() -> None:
     assert warm["action"] == "install"
 
 
+def test_the_one_hour_cache_the_options_name_prices_a_plugin_compaction_s_writes_at_2x() -> None:
+    """`cacheTtlSeconds: 3600` (a subscription's cache): Anthropic writes its one-hour entries at
+    twice the input price, so a compaction that pays back at 1.25 does not; the nudge, which
+    fires as that hour runs out, still finds the cache cold."""
+    sixteen = session(16)
+    usage = {"tokens": 36_000, "window": 1_000_000}
+    five = compact(sixteen, trigger="plugin", usage=usage)
+    assert five["action"] == "install"
+    hour = {**CONFIG, "cacheTtlSeconds": 3600}
+    plugin = {"id": "sess-2", "trigger": "plugin"}
+    held = compact(sixteen, trigger="plugin", usage=usage, config=hour, session=plugin)
+    assert (held["action"], held["reason"]) == ("skip", "declined")
+    nudged = {**plugin, "id": "sess-3", "cause": "cache-warm"}
+    warm = compact(sixteen, trigger="plugin", usage=usage, config=hour, session=nudged)
+    assert warm["action"] == "install"
+
+
 def test_taint_is_written_once_and_merged_from_the_store() -> None:
     tainted = session(extra=[{"tool_use_id": "e1", "tool": EMAIL, "input": {"q": "x"}}])
     body = compact(tainted)
