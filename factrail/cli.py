@@ -78,6 +78,13 @@ def _parser() -> argparse.ArgumentParser:
         default="anthropic",
         help="the price profile --sim bills under (default anthropic)",
     )
+    ev.add_argument(
+        "--cache-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="the cache lifetime --sim's client asks for (3600: Anthropic's one-hour cache, "
+        "whose writes cost 2x input; default: five minutes)",
+    )
     ev.add_argument("--gate", type=Path, help="fail (exit 1) below this baseline")
     ev.add_argument("--write-baseline", type=Path, help="write the measured figures here")
     ev.add_argument("--tolerance", type=float, default=0.005)
@@ -255,6 +262,7 @@ def _eval_run(args: argparse.Namespace) -> Any:
         strategies=tuple(args.strategy) if args.strategy else None,
         sim=args.sim,
         price=args.price,
+        cache_ttl_s=args.cache_ttl,
         decider=args.judge,
         gate=args.gate,
         write_baseline=args.write_baseline,

@@ -50,6 +50,8 @@ class EvalRun:
     sim: bool = False
     price: Profile = "anthropic"
     """The price profile `--sim` bills under."""
+    cache_ttl_s: float | None = None
+    """The cache lifetime `--sim`'s client asks for (3600: Anthropic's one-hour cache)."""
     decider: Decider = "rules"
     gate: Path | None = None
     write_baseline: Path | None = None
@@ -148,6 +150,7 @@ def evaluate(
     strategies: Sequence[str] | None = None,
     sim: bool = False,
     price: Profile = "anthropic",
+    cache_ttl_s: float | None = None,
     decider: Decider = "rules",
     with_rows: bool = False,
     show_progress: bool = False,
@@ -179,6 +182,7 @@ def evaluate(
             strategies=tuple(strategies) if strategies else SIM_STRATEGIES,
             visibility=visibility,
             profile=price,
+            cache_ttl_s=cache_ttl_s,
             progress=lambda items: shown(items, "sim"),
         )
         result["sim"] = sim_totals.get("rails")
@@ -199,6 +203,7 @@ def run_eval(run: EvalRun, settings: Settings) -> int:
         strategies=run.strategies,
         sim=run.sim,
         price=run.price,
+        cache_ttl_s=run.cache_ttl_s,
         decider=run.decider,
         with_rows=run.report is not None,
         show_progress=True,

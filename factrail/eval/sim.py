@@ -193,14 +193,17 @@ async def simulate(
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
     visibility: Visibility = "strict",
     profile: Profile = "anthropic",
+    cache_ttl_s: float | None = None,
 ) -> list[SimRow]:
     """Every (length, strategy) row for one transcript; the rails run as the gateway would
     under `options`, at a trigger of 0.6 of each length's window (outputs saved to a temporary
-    folder when `options.save_outputs`)."""
+    folder when `options.save_outputs`). `cache_ttl_s`: the cache lifetime the simulated client
+    asks for (3600: Anthropic's one-hour cache, whose writes cost 2× input)."""
+    price = prices(profile, ttl_s=cache_ttl_s)
     with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
         outputs = OutputStore(Path(folder), secret=SIM_SECRET) if options.save_outputs else None
-        return await _simulate(name, messages, options, outputs, lengths, strategies, visibility,
-                               profile)  # fmt: skip
+        return await _simulate(name, messages, replace(options, price_profile=profile), outputs,
+                               lengths, strategies, visibility, (price, cache_ttl_s))  # fmt: skip
 
 
 async def _simulate(
@@ -211,8 +214,9 @@ async def _simulate(
     lengths: Sequence[float],
     strategies: Sequence[str],
     visibility: Visibility,
-    profile: Profile,
+    pricing: tuple[Prices, float | None],
 ) -> list[SimRow]:
+    price, cache_ttl_s = pricing
     meter = _Meter()
     total = meter.total(messages)
     uses = _uses_by_turn(facts(messages))
@@ -224,7 +228,6 @@ async def _simulate(
         window = total / length if length > 0 else float(total)
         trigger = int(TRIGGER_SHARE * window)
         soft = soft_line(trigger)
-        price = prices(profile)
         runs = {s: _Run(SimRow(name, length, s), window, meter, price) for s in strategies}
         at_length = replace(
             options,
@@ -236,7 +239,6 @@ async def _simulate(
                 by_model={},
                 windows={"": int(window)},  # every model: this length's window
             ),
-            price_profile=profile,
         )
         compactor = SessionCompactor(
             at_length,
@@ -265,7 +267,8 @@ async def _simulate(
             for s, run in runs.items():
                 sent: Sequence[Message]
                 if s == "rails":
-                    result = await compactor.compact(name, EngineDocument(context))
+                    doc = EngineDocument(context)
+                    result = await compactor.compact(name, doc, cache_ttl_s=cache_ttl_s)
                     sent = result.document if result.document is not None else context
                 elif s == "none" or not pressured:
                     sent = context
@@ -356,11 +359,14 @@ def cache_floor(new_share: float, price: Prices, share: float = CACHE_SHARE_GOAL
     return floor / everything
 
 
-def with_floors(out: dict[str, Any], profile: Profile) -> dict[str, Any]:
+def with_floors(
+    out: dict[str, Any], profile: Profile, cache_ttl_s: float | None = None
+) -> dict[str, Any]:
     """`totals` with, on each length of the `none` rows, `floor_at_goal`: `cache_floor` of
     that length (what the cache-share goal alone costs at least)."""
+    price = prices(profile, ttl_s=cache_ttl_s)
     for t in out.get("none", {}).values():
-        t["floor_at_goal"] = cache_floor(1 - t["cache_share"], prices(profile))
+        t["floor_at_goal"] = cache_floor(1 - t["cache_share"], price)
     return out
 
 
@@ -372,6 +378,7 @@ def run_sim(
     strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
     visibility: Visibility = "strict",
     profile: Profile = "anthropic",
+    cache_ttl_s: float | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> tuple[list[SimRow], dict[str, Any]]:
     """Simulate every transcript; return the rows and the per-strategy totals."""
@@ -391,9 +398,10 @@ def run_sim(
                     strategies=strategies,
                     visibility=visibility,
                     profile=profile,
+                    cache_ttl_s=cache_ttl_s,
                 )
             )
         return rows
 
     rows = asyncio.run(go())
-    return rows, with_floors(totals(rows), profile)
+    return rows, with_floors(totals(rows), profile, cache_ttl_s)

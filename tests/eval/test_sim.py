@@ -135,3 +135,19 @@ def test_the_rails_are_billed_with_the_notes_the_gateway_sends(
     saved_notes = [t for t in sent[True] if "full output saved at /v1/factrail/outputs/" in t]
     assert saved_notes and not any("in this transcript]" in t for t in sent[True])
     assert any("in this transcript]" in t for t in sent[False])
+
+
+def test_on_the_one_hour_cache_writes_cost_twice_and_the_rails_compact_no_more() -> None:
+    """`--cache-ttl 3600`: the simulated client asks for Anthropic's one-hour cache; every
+    strategy's writes are billed at 2× input, and the rails' gate prices its compactions so."""
+    name, messages = corpus(0, 1)[0]
+
+    def rows(ttl: float | None) -> dict[str, Any]:
+        pair = ("rails", "none")
+        got = simulate(name, messages, OPTIONS, lengths=(1.2,), strategies=pair, cache_ttl_s=ttl)
+        return {r.strategy: r for r in asyncio.run(got)}
+
+    five, hour = rows(None), rows(3600)
+    assert hour["none"].billed > five["none"].billed  # the same requests, writes at 2x
+    assert hour["none"].billed_everything == hour["none"].billed
+    assert 0 < hour["rails"].compactions < five["rails"].compactions
