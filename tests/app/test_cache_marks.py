@@ -20,7 +20,6 @@ from app.engine import Engine
 from app.main import create_app, default_engine
 from factrail.core.formats.base import Document
 from factrail.core.model import Message
-from factrail.policy.provenance import Evidence
 from factrail.session import TurnResult
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -321,26 +320,8 @@ class FrozenCompactor(ScriptedCompactor):
 
     frozen_through: int | None = None
 
-    async def compact(
-        self,
-        session: str,
-        doc: Document,
-        *,
-        model: str,
-        extra_tokens: int = 0,
-        evidence: Evidence | None = None,
-        window: int | None = None,
-        cache_ttl_s: float | None = None,
-    ) -> TurnResult:
-        result = await super().compact(
-            session,
-            doc,
-            model=model,
-            extra_tokens=extra_tokens,
-            evidence=evidence,
-            window=window,
-            cache_ttl_s=cache_ttl_s,
-        )
+    async def compact(self, session: str, doc: Document, **asked: Any) -> TurnResult:
+        result = await super().compact(session, doc, **asked)
         result.frozen_through = self.frozen_through
         return result
 
@@ -439,26 +420,8 @@ class Recording:
         self.inner = inner
         self.results: list[TurnResult] = []
 
-    async def compact(
-        self,
-        session: str,
-        doc: Document,
-        *,
-        model: str,
-        extra_tokens: int = 0,
-        evidence: Evidence | None = None,
-        window: int | None = None,
-        cache_ttl_s: float | None = None,
-    ) -> TurnResult:
-        result: TurnResult = await self.inner.compact(
-            session,
-            doc,
-            model=model,
-            extra_tokens=extra_tokens,
-            evidence=evidence,
-            window=window,
-            cache_ttl_s=cache_ttl_s,
-        )
+    async def compact(self, session: str, doc: Document, **asked: Any) -> TurnResult:
+        result: TurnResult = await self.inner.compact(session, doc, **asked)
         self.results.append(result)
         return result
 
