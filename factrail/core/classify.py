@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from factrail.core.model import Message, ToolUse
+from factrail.core.model import Message, ToolUse, result_texts
 from factrail.core.text import compact_json
 
 _MUTABLE_SOURCE = re.compile(
@@ -231,7 +231,7 @@ def rerunnable_ids(messages: Sequence[Message]) -> set[str]:
                 reads.append((i, u))
     if not edits:
         return {u.tool_use_id for _, u in reads}
-    outputs = {r.tool_use_id: r.text for m in messages for r in m.tool_results}
+    outputs = result_texts(messages)
     out: set[str] = set()
     for i, u in reads:
         named = read_paths(u.tool, u.input) + [

@@ -79,6 +79,11 @@ def input_json(use: ToolUse) -> str:
     return compact_json(use.input)
 
 
+def result_texts(messages: Sequence[Message]) -> dict[str, str]:
+    """Each result's text by its call's id."""
+    return {r.tool_use_id: r.text for m in messages for r in m.tool_results}
+
+
 def message_chars(m: Message) -> int:
     """Text + compact JSON of every input + every result text."""
     return (

@@ -24,7 +24,13 @@ from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
 from factrail.core.marks import mark_lines
-from factrail.core.model import Action, Message, collect_tool_calls, transcript_tokens
+from factrail.core.model import (
+    Action,
+    Message,
+    collect_tool_calls,
+    result_texts,
+    transcript_tokens,
+)
 from factrail.core.pressure import pressure
 from factrail.core.rails import LAST_RESORT_TIER
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
@@ -42,7 +48,6 @@ from factrail.session.zone import (
     MARK_SHARE,
     first_changed,
     frozen_through,
-    result_texts,
     stable_head,
 )
 from factrail.stores.decisions import DecisionLog
@@ -431,7 +436,7 @@ class SessionCompactor:
             return None
         first = min(min(c.call_index, c.result_index) for c in open_)
         invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
-        results = {r.tool_use_id: r.text for m in turn.work for r in m.tool_results}
+        results = result_texts(turn.work)
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
         saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
         return invalidated, saved

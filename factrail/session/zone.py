@@ -23,11 +23,6 @@ MARK_SHARE = 0.5
 written while the transcript grows and the first compaction reads them from the cache."""
 
 
-def result_texts(messages: Sequence[Message]) -> dict[str, str]:
-    """Each result's text by its call's id."""
-    return {r.tool_use_id: r.text for m in messages for r in m.tool_results}
-
-
 def first_changed(
     messages: Sequence[Message], originals: Mapping[str, str], briefed: Mapping[str, Any]
 ) -> int | None:
