@@ -54,6 +54,10 @@ class OutputWriter:
             capability = self.outputs.capability(session)
         except OSError:
             return None
+        return self._phrase(capability)
+
+    def _phrase(self, capability: str) -> Callable[[str], str]:
+        """The full-output phrase naming each call's saved original under `capability`."""
         return lambda tool_use_id: saved_output_phrase(
             f"{capability}/{sanitise_name(tool_use_id)}", self.route
         )
@@ -80,12 +84,12 @@ class OutputWriter:
                 saved.texts.update((i, originals[i]) for i in pending)
                 _swap(messages, saved.texts)
             return saved
+        phrase = self._phrase(capability)
         for tool_use_id, text in changed.items():
             original = originals.get(tool_use_id)
             if original is None or is_compacted(original):
                 continue
-            oid = f"{capability}/{sanitise_name(tool_use_id)}"
-            note = swap_full_output_note(text, tool_use_id, saved_output_phrase(oid, self.route))
+            note = swap_full_output_note(text, tool_use_id, phrase(tool_use_id))
             if len(note) >= len(original):
                 saved.texts[tool_use_id] = original
             else:
