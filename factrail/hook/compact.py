@@ -39,6 +39,7 @@ from factrail.hook.options import HookOptions, read_options, resolve_enabled
 from factrail.hook.protocol import HookError, now_ms, number, section, stored, text
 from factrail.judges import JudgeConfigError, configured_judge, make_judge
 from factrail.judges.base import Judge
+from factrail.policy.cost import lifetime
 from factrail.policy.decide import decide
 from factrail.policy.provenance import Evidence, continued
 from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
@@ -242,7 +243,7 @@ async def _compact(
         _prepare_state(store, key, req, forced)
         # the cache-warm nudge fires just before the provider's cache expires: the next request
         # finds it cold, so the step costs this compaction as on a cold cache
-        ttl = max(settings.cache_ttl_s, options.ttl_s or 0.0)
+        ttl = lifetime(settings.cache_ttl_s, options.ttl_s)
         ahead = ttl + 1 if req.cause == CAUSE_WARM else 0.0
         compactor = (ForcedCompactor if forced else SessionCompactor)(
             tuned.engine_options(outputs_route=None),

@@ -91,6 +91,12 @@ def pays(invalidated: float, saved: float, remaining_turns: float, price: Prices
     return remaining_turns * saved * price.cached > invalidated * extra
 
 
+def lifetime(configured_s: float, requested_s: float | None) -> float:
+    """The prompt cache's lifetime: the longer of the configured one and the one the request
+    asked for (a cache counted cold too soon makes a compaction look free when it is not)."""
+    return max(configured_s, requested_s or 0.0)
+
+
 def cold(idle_s: float | None, ttl_s: float) -> bool:
     """Whether a cache last read `idle_s` seconds ago has expired (unknown: warm)."""
     return idle_s is not None and math.isfinite(idle_s) and idle_s > ttl_s

@@ -36,7 +36,7 @@ from factrail.core.rails import LAST_RESORT_TIER
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
-from factrail.policy.cost import Prices, cold, pays, prices, profile_for
+from factrail.policy.cost import Prices, cold, lifetime, pays, prices, profile_for
 from factrail.policy.provenance import Evidence
 from factrail.policy.taint import TaintScan, command_refs, merge_taint, taint_write, tool_refs
 from factrail.policy.trigger import DueReason, due, soft_line
@@ -404,7 +404,7 @@ class SessionCompactor:
         first result it could reduce) against those it would stop resending must pay back over
         the session's expected remaining turns (as many as the transcript has had: a long
         session is likely to go on), and so must what the rails then actually remove."""
-        if cold(idle, max(self.options.cache_ttl_s, turn.cache_ttl_s or 0.0)):
+        if cold(idle, lifetime(self.options.cache_ttl_s, turn.cache_ttl_s)):
             return Gate("cold")
         if self._must(turn):
             return Gate("forced")
