@@ -301,6 +301,44 @@ async def test_past_the_hard_line_old_arguments_give_way_and_are_saved(tmp_path:
     assert texts(result.document) == texts(wire)
 
 
+async def test_at_the_soft_line_old_writes_go_briefed_their_arguments_saved(
+    tmp_path: Path,
+) -> None:
+    wire = chat(24, size=2000)
+    body = "\n".join(f"line {i} of the module" for i in range(300))
+    for m in wire[2::6]:
+        for call in m.get("tool_calls", []):
+            call["function"]["name"] = "Write"
+            call["function"]["arguments"] = json.dumps({"file_path": "/repo/m.py", "content": body})
+    probe, _ = compactor(10_000_000)
+    tokens = (await probe.compact("probe", openai_chat.parse(wire))).tokens_before
+    c, _ = compactor(int(tokens * 1.1), tmp_path)  # past the soft line, short of the trigger
+    result = await c.compact("w", openai_chat.parse(wire))
+    assert result.outcome == "compacted"
+    out = openai_chat.parse(result.document)
+    writes = [u for m in out.messages for u in m.tool_uses if u.tool == "Write"]
+    briefed = [u for u in writes if u.input["content"] != body]
+    assert briefed and len(briefed) < len(writes)  # the newest are kept as they were
+    store = OutputStore(tmp_path / "outputs", secret=OUTPUTS_SECRET)
+    for u in briefed:
+        assert u.input == {
+            "file_path": "/repo/m.py",
+            "content": body[:200] + f"…[{len(body) - 200} chars]",
+        }
+        saved = store.get(f"{store.capability('w')}/{u.tool_use_id}.input")
+        assert saved is not None and json.loads(saved)["content"] == body
+    assert texts(result.document) == texts(wire)
+    # The next turn sends the same briefs, byte for byte, before what is new.
+    later = [
+        *wire,
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Thanks."},
+    ]
+    again = await c.compact("w", openai_chat.parse(later))
+    assert again.outcome == "reapplied"
+    assert again.document[: len(result.document)] == result.document
+
+
 async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:
 
     old = tmp_path / "outputs" / "gone" / "call_x.txt"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.analysis import Analysis
-from factrail.core.classify import read_is_observation, rerunnable_ids
+from factrail.core.classify import edited_paths, read_is_observation, rerunnable_ids
 from factrail.core.facts import (
     TokenScan,
     fact_lines,
@@ -61,6 +61,8 @@ SEARCH_SET_CHARS = 512
 SEARCH_SET_CAP = 8
 """… unless that set would hold more than this many substrings per char of the text."""
 INPUT_BRIEF_CHARS = 200
+"""What each over-long string argument of a dropped call, or of a reduced call that changed
+files, is cut to."""
 RERUN_INPUT_CHARS = 160
 _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
 
@@ -707,19 +709,22 @@ def _briefs(
     final_slots: AbstractSet[str],
     rerunnable: AbstractSet[str],
 ) -> dict[str, dict[str, Any]]:
-    """New inputs of dropped calls (cap 200) and reduced reproducible reads (cap 160)."""
+    """New inputs of dropped calls and of reduced calls that changed files (cap 200: what they
+    wrote is on disk, the whole arguments are saved), and of reduced reproducible reads (cap
+    160)."""
     out: dict[str, dict[str, Any]] = {}
     for uid, use in uses.items():
         action = actions.get(uid, "keep")
         if action == "keep" or uid in final or uid in final_slots:
             continue
         if action == "drop_call":
-            cap = INPUT_BRIEF_CHARS
+            new = brief_value(use.input, INPUT_BRIEF_CHARS)
         elif uid in rerunnable:
-            cap = RERUN_INPUT_CHARS
+            new = brief_value(use.input, RERUN_INPUT_CHARS)
+        elif edited_paths(use.tool, use.input):
+            new = brief_value(use.input, INPUT_BRIEF_CHARS)
         else:
             continue
-        new = brief_value(use.input, cap)
         if new != use.input:
             out[uid] = new
     return out

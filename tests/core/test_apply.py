@@ -175,6 +175,43 @@ def test_reads_brief_their_arguments_at_160() -> None:
     assert got.changed["g"].startswith("[factrail omitted 4800 chars: reproducible, re-run")
 
 
+def test_a_reduced_call_that_wrote_a_file_is_sent_with_its_arguments_briefed() -> None:
+    body = "\n".join(f"def f{i}(): return {i}" for i in range(200))
+    patch = "*** Begin Patch\n*** Update File: src/a.py\n" + "+x = 1\n" * 100 + "*** End Patch"
+    messages = [
+        Message("user", "go"),
+        Message(
+            "assistant", "", [ToolUse("w", "Write", {"file_path": "/r/m.py", "content": body})]
+        ),
+        Message("user", "", tool_results=[ToolResult("w", "File created at /r/m.py")]),
+        Message("assistant", "", [ToolUse("p", "apply_patch", {"input": patch})]),
+        Message("user", "", tool_results=[ToolResult("p", "Done")]),
+        Message("assistant", "", [ToolUse("r", "Bash", {"command": "pytest -q " + "-k x " * 80})]),
+        Message("user", "", tool_results=[ToolResult("r", "1 passed")]),
+        Message(
+            "assistant", "", [ToolUse("n", "Write", {"file_path": "/r/n.py", "content": body})]
+        ),
+        Message("user", "", tool_results=[ToolResult("n", "File created at /r/n.py")]),
+    ]
+    actions: dict[str, Action] = {"w": "drop_result", "p": "drop_result", "r": "drop_result"}
+    got = apply(messages, actions, reduction=Reduction(0.3, 0.0))
+    # What the call wrote is on disk: its path stays, its content is cut to 200 chars.
+    assert got.briefed["w"] == {
+        "file_path": "/r/m.py",
+        "content": body[:200] + f"…[{len(body) - 200} chars]",
+    }
+    assert got.briefed["p"]["input"].startswith(patch[:200]) and got.briefed["p"]["input"].endswith(
+        f"…[{len(patch) - 200} chars]"
+    )
+    # A long command that changed no file, and a write the action keeps, go as they were.
+    assert "r" not in got.briefed and "n" not in got.briefed
+    assert got.messages[1].tool_uses[0].input == got.briefed["w"]
+    assert got.changed == {} and got.tokens_after < got.tokens_before
+    # Frozen: a later compaction leaves what this one decided as it is.
+    again = apply(got.messages, actions, reduction=Reduction(0.3, 0.0), final={"w", "p", "r"})
+    assert again.briefed == {} and again.messages == got.messages
+
+
 def test_regex_selection_without_value() -> None:
     messages = _transcript()
     got = apply(

@@ -8,8 +8,10 @@ fourth, 10 corpus pins of two sessions were regenerated when the byte-level toke
 count non-ASCII whitespace as free, as its regex definition always did; in the seventh, the pins
 whose pooled budget had left a stub with no fact line were regenerated when each stub came to keep
 at least its own best line; in the eighth, the 66 pins holding a re-run note of a read whose ids
-all sit on short lines, when the note came to keep those lines instead of listing the ids). A
-change that is meant to alter the output regenerates the pins:
+all sit on short lines, when the note came to keep those lines instead of listing the ids; in
+the tenth, the 86 corpus pins of 25 sessions holding a reduced call that wrote a file, when its
+over-long arguments came to be briefed). A change that is meant to alter the output regenerates
+the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py
 """
