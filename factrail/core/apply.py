@@ -64,6 +64,10 @@ INPUT_BRIEF_CHARS = 200
 """What each over-long string argument of a dropped call, or of a reduced call that changed
 files, is cut to."""
 RERUN_INPUT_CHARS = 160
+NOTES_FACTS = 24
+"""A call that changed files and whose arguments hold at least this many fact tokens that earlier
+results showed wrote down what the agent read (the figures of a paper in a constants file, the
+ids of a listing in a report): the agent quotes them later, so its arguments stay whole."""
 _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
 
 
@@ -634,12 +638,19 @@ def apply(
                 )
             )
         )
-    briefed = _briefs(uses, actions, final, {s.tool_use_id for s in slots if s.final}, rerunnable)
+    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
+    briefed = _briefs(
+        uses,
+        actions,
+        final,
+        {s.tool_use_id for s in slots if s.final},
+        rerunnable,
+        lambda ids: _notes(messages, ids, engine.text_facts),
+    )
     brief_gain = sum(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
     )
-    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
     if selection.value:
         engine.contexts = message_contexts(
             messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
@@ -708,25 +719,46 @@ def _briefs(
     final: AbstractSet[str],
     final_slots: AbstractSet[str],
     rerunnable: AbstractSet[str],
+    notes: Callable[[AbstractSet[str]], AbstractSet[str]],
 ) -> dict[str, dict[str, Any]]:
     """New inputs of dropped calls and of reduced calls that changed files (cap 200: what they
     wrote is on disk, the whole arguments are saved), and of reduced reproducible reads (cap
-    160)."""
+    160). `notes(ids)`: those of the calls that changed files whose arguments stay whole."""
     out: dict[str, dict[str, Any]] = {}
+    writes: dict[str, dict[str, Any]] = {}
     for uid, use in uses.items():
         action = actions.get(uid, "keep")
         if action == "keep" or uid in final or uid in final_slots:
             continue
         if action == "drop_call":
-            new = brief_value(use.input, INPUT_BRIEF_CHARS)
+            new, into = brief_value(use.input, INPUT_BRIEF_CHARS), out
         elif uid in rerunnable:
-            new = brief_value(use.input, RERUN_INPUT_CHARS)
+            new, into = brief_value(use.input, RERUN_INPUT_CHARS), out
         elif edited_paths(use.tool, use.input):
-            new = brief_value(use.input, INPUT_BRIEF_CHARS)
+            new, into = brief_value(use.input, INPUT_BRIEF_CHARS), writes
         else:
             continue
         if new != use.input:
-            out[uid] = new
+            into[uid] = new
+    if writes:
+        kept = notes(writes.keys())
+        out.update((uid, new) for uid, new in writes.items() if uid not in kept)
+    return out
+
+
+def _notes(
+    messages: Sequence[Message], ids: AbstractSet[str], facts: Callable[[str], frozenset[str]]
+) -> set[str]:
+    """The calls among `ids` that wrote down what the agent read: at least `NOTES_FACTS` of
+    their arguments' fact tokens showed in earlier results."""
+    out: set[str] = set()
+    shown: set[str] = set()
+    for m in messages:
+        for u in m.tool_uses:
+            if u.tool_use_id in ids and len(facts(input_json(u)) & shown) >= NOTES_FACTS:
+                out.add(u.tool_use_id)
+        for r in m.tool_results:
+            shown.update(facts(r.text))
     return out
 
 

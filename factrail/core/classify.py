@@ -153,7 +153,7 @@ EDIT_TOOLS = frozenset(
     {
         "Edit", "MultiEdit", "Write", "NotebookEdit", "write_file", "edit_file", "replace",
         "create_file", "str_replace_editor", "str_replace_based_edit_tool", "apply_patch",
-        "write_to_file", "replace_in_file", "insert_edit_into_file",
+        "write_to_file", "replace_in_file", "insert_edit_into_file", "write", "edit",
     }
 )  # fmt: skip
 _PATH_KEYS = ("file_path", "path", "notebook_path", "target_file", "filename", "file", "TargetFile")

@@ -212,6 +212,31 @@ def test_a_reduced_call_that_wrote_a_file_is_sent_with_its_arguments_briefed() -
     assert again.briefed == {} and again.messages == got.messages
 
 
+def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> None:
+    figures = [f"{i}.{i * 7 % 1000:03d}" for i in range(100, 130)]
+    paper = "\n".join(f"(M={f}, SD=1.5) in condition {i}" for i, f in enumerate(figures))
+    notes = "\n".join(f"MEAN_{i} = {f}" for i, f in enumerate(figures))
+    code = "\n".join(f"def f{i}(): return {i}" for i in range(200))
+    messages = [
+        Message("user", "reproduce the paper"),
+        Message("assistant", "", [ToolUse("r", "Bash", {"command": "curl -s http://x/paper"})]),
+        Message("user", "", tool_results=[ToolResult("r", paper)]),
+        Message(
+            "assistant", "", [ToolUse("n", "write", {"file_path": "/w/c.py", "content": notes})]
+        ),
+        Message("user", "", tool_results=[ToolResult("n", "ok")]),
+        Message(
+            "assistant", "", [ToolUse("w", "write", {"file_path": "/w/m.py", "content": code})]
+        ),
+        Message("user", "", tool_results=[ToolResult("w", "ok")]),
+    ]
+    actions: dict[str, Action] = {"r": "drop_result", "n": "drop_result", "w": "drop_result"}
+    got = apply(messages, actions, reduction=Reduction(0.3, 0.0))
+    # 30 figures the paper showed: the constants file is the agent's notes, and stays whole.
+    assert "n" not in got.briefed
+    assert got.briefed["w"]["content"].endswith(f"…[{len(code) - 200} chars]")
+
+
 def test_regex_selection_without_value() -> None:
     messages = _transcript()
     got = apply(

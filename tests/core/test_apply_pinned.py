@@ -10,8 +10,9 @@ whose pooled budget had left a stub with no fact line were regenerated when each
 at least its own best line; in the eighth, the 66 pins holding a re-run note of a read whose ids
 all sit on short lines, when the note came to keep those lines instead of listing the ids; in
 the tenth, the 86 corpus pins of 25 sessions holding a reduced call that wrote a file, when its
-over-long arguments came to be briefed). A change that is meant to alter the output regenerates
-the pins:
+over-long arguments came to be briefed, then 15 of 3 sessions, when the lower-case `write` and
+`edit` came to count as editors and a call that wrote down what the agent read to keep its
+arguments). A change that is meant to alter the output regenerates the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py
 """

@@ -78,6 +78,9 @@ def test_edited_paths_of_editors_patches_and_shell_writes() -> None:
     assert edited_paths("Bash", {"command": "echo hi > out.txt 2>&1"}) == ["out.txt"]
     assert edited_paths("Bash", {"command": "cat a.txt 2>/dev/null"}) == []
     assert edited_paths("str_replace_editor", {"command": "view", "path": "/a.py"}) == []
+    # The lower-case editors of Claude's managed agents and opencode.
+    assert edited_paths("write", {"file_path": "/w/c.py", "content": "X = 1"}) == ["/w/c.py"]
+    assert edited_paths("edit", {"file_path": "/w/c.py", "old_string": "1"}) == ["/w/c.py"]
 
 
 def _call(i: str, tool: str, inp: dict[str, str], out: str) -> list[Message]:
