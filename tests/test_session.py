@@ -339,6 +339,46 @@ async def test_at_the_soft_line_old_writes_go_briefed_their_arguments_saved(
     assert again.document[: len(result.document)] == result.document
 
 
+class CallKeepingJudge:
+    """A local model judge that says every call matters with its arguments, no result does."""
+
+    kind = "tev"
+    model = "tev-test"
+    local = True
+
+    async def ask(self, requests: Sequence[Any], *, deadline: float) -> JudgeRound:
+        answers = {}
+        for request in requests:
+            for short, _ in request.calls:
+                answers[f"call_{short}"], answers[f"result_{short}"] = 0.9, 0.1
+        return JudgeRound(answers=answers)
+
+
+@pytest.mark.parametrize("judge", [None, CallKeepingJudge()], ids=["rules", "calls-kept"])
+async def test_a_reduced_call_s_long_command_is_briefed_unless_the_judge_kept_the_call(
+    judge: Any,
+) -> None:
+    wire = chat(30)
+    script = "python3 - <<'PY'\n" + "print('step')\n" * 60 + "PY"
+    for m in wire[2:8]:
+        for call in m.get("tool_calls", []):
+            call["function"]["arguments"] = json.dumps({"command": script})
+    c, _ = compactor(16000, judge=judge)
+    result = await c.compact("s", openai_chat.parse(wire))
+    assert result.outcome == "compacted" and result.reduced > 0
+    commands = [
+        u.input["command"]
+        for m in openai_chat.parse(result.document).messages
+        for u in m.tool_uses
+        if u.input["command"].startswith("python3")
+    ]
+    assert len(commands) == 3
+    if judge is None:
+        assert all(c == script[:200] + f"…[{len(script) - 200} chars]" for c in commands)
+    else:
+        assert commands == [script] * 3
+
+
 async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:
 
     old = tmp_path / "outputs" / "gone" / "call_x.txt"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factrail.core.analysis import Analysis
-from factrail.core.classify import edited_paths, read_is_observation, rerunnable_ids
+from factrail.core.classify import read_is_observation, rerunnable_ids
 from factrail.core.facts import (
     TokenScan,
     fact_lines,
@@ -61,13 +61,12 @@ SEARCH_SET_CHARS = 512
 SEARCH_SET_CAP = 8
 """… unless that set would hold more than this many substrings per char of the text."""
 INPUT_BRIEF_CHARS = 200
-"""What each over-long string argument of a dropped call, or of a reduced call that changed
-files, is cut to."""
+"""What each over-long string argument of a reduced call (160 for a read) is cut to."""
 RERUN_INPUT_CHARS = 160
 NOTES_FACTS = 24
-"""A call that changed files and whose arguments hold at least this many fact tokens that earlier
-results showed wrote down what the agent read (the figures of a paper in a constants file, the
-ids of a listing in a report): the agent quotes them later, so its arguments stay whole."""
+"""A call whose arguments hold at least this many fact tokens that earlier results showed wrote
+down what the agent read (the figures of a paper in a constants file, the ids of a listing in a
+report): the agent quotes them later, so its arguments stay whole."""
 _BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
 
 
@@ -605,13 +604,16 @@ def apply(
     count: Callable[[str], int] = estimate_tokens,
     memo: Analysis | None = None,
     phrase: Callable[[str], str] | None = None,
+    calls_kept: AbstractSet[str] = frozenset(),
 ) -> Applied:
     """Reduce every result whose action is not `keep` (see the module docstring); `count` may
     be the caller's memoised estimator (a session has just counted the same texts), `memo` what
     earlier compactions of the session learnt (it then keeps what this one learnt about the
     live results). `phrase(tool_use_id)`: the full-output phrase a reduced result's note will
     carry once its original is saved (the caller swaps it in for `full_output_phrase`): a
-    result is reduced only when it is shorter with it, and sizes count it."""
+    result is reduced only when it is shorter with it, and sizes count it. `calls_kept`: calls
+    a judge said matter with their arguments (their results may still be reduced): those
+    arguments go whole."""
     uses: dict[str, ToolUse] = {}
     for m in messages:
         for u in m.tool_uses:
@@ -645,6 +647,7 @@ def apply(
         final,
         {s.tool_use_id for s in slots if s.final},
         rerunnable,
+        calls_kept,
         lambda ids: _notes(messages, ids, engine.text_facts),
     )
     brief_gain = sum(
@@ -719,13 +722,14 @@ def _briefs(
     final: AbstractSet[str],
     final_slots: AbstractSet[str],
     rerunnable: AbstractSet[str],
+    calls_kept: AbstractSet[str],
     notes: Callable[[AbstractSet[str]], AbstractSet[str]],
 ) -> dict[str, dict[str, Any]]:
-    """New inputs of dropped calls and of reduced calls that changed files (cap 200: what they
-    wrote is on disk, the whole arguments are saved), and of reduced reproducible reads (cap
-    160). `notes(ids)`: those of the calls that changed files whose arguments stay whole."""
+    """New inputs of dropped calls (cap 200), of reduced reproducible reads (cap 160) and of
+    the other reduced calls (cap 200: a file a call wrote is on disk, a script it ran is done;
+    the whole arguments are saved) but those in `calls_kept` and those `notes(ids)` names."""
     out: dict[str, dict[str, Any]] = {}
-    writes: dict[str, dict[str, Any]] = {}
+    reduced: dict[str, dict[str, Any]] = {}
     for uid, use in uses.items():
         action = actions.get(uid, "keep")
         if action == "keep" or uid in final or uid in final_slots:
@@ -734,15 +738,15 @@ def _briefs(
             new, into = brief_value(use.input, INPUT_BRIEF_CHARS), out
         elif uid in rerunnable:
             new, into = brief_value(use.input, RERUN_INPUT_CHARS), out
-        elif edited_paths(use.tool, use.input):
-            new, into = brief_value(use.input, INPUT_BRIEF_CHARS), writes
+        elif uid not in calls_kept:
+            new, into = brief_value(use.input, INPUT_BRIEF_CHARS), reduced
         else:
             continue
         if new != use.input:
             into[uid] = new
-    if writes:
-        kept = notes(writes.keys())
-        out.update((uid, new) for uid, new in writes.items() if uid not in kept)
+    if reduced:
+        kept = notes(reduced.keys())
+        out.update((uid, new) for uid, new in reduced.items() if uid not in kept)
     return out
 
 

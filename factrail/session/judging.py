@@ -45,6 +45,9 @@ class Judged:
     errors: list[str] = field(default_factory=list)
     outcomes: dict[str, int] = field(default_factory=dict)
     """The judge's HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, …)."""
+    calls_kept: frozenset[str] = frozenset()
+    """Calls the judge said matter with their arguments though their results may go
+    (`result_dropped`): their arguments are not briefed."""
 
 
 class JudgeRound:
@@ -106,6 +109,9 @@ class JudgeRound:
             judged.outcomes = dict(round_.outcomes)
         outcome = plan.decide(answers)
         judged.actions = dict(outcome.actions)
+        judged.calls_kept = frozenset(
+            d.tool_use_id for d in outcome.decisions if d.reason == "result_dropped"
+        )
         judged.reason = verdict.reason if not judged.errors else "ok-rules"
         remember_answers(state, self.remembers, outcome.new_answers)
         if self.decisions is not None and plan.requests and not taint.fenced:

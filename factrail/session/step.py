@@ -191,6 +191,8 @@ class Turn:
     turn first needs them)."""
     cache_ttl_s: float | None = None
     """The prompt cache's lifetime the request asked for (None: it did not say)."""
+    calls_kept: frozenset[str] = frozenset()
+    """Calls the judge said matter with their arguments (`Judged.calls_kept`)."""
 
     @property
     def tokens(self) -> int:
@@ -530,6 +532,7 @@ class SessionCompactor:
         result.judge_requests = judged.requests
         result.judge_errors = judged.errors
         result.judge_outcomes = judged.outcomes
+        turn.calls_kept = judged.calls_kept
         # The rails are CPU-bound and saving outputs is file I/O: off the event loop, so other
         # requests (and streams) keep flowing while a large transcript is compacted.
         actions = dict(judged.actions)
@@ -763,6 +766,7 @@ class SessionCompactor:
             count=self._tokens,
             memo=analysis,
             phrase=None if self.writer is None else self.writer.phrase(turn.session),
+            calls_kept=turn.calls_kept,
         )
 
     def _verbatim(self, turn: Turn) -> frozenset[str]:

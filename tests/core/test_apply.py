@@ -175,7 +175,7 @@ def test_reads_brief_their_arguments_at_160() -> None:
     assert got.changed["g"].startswith("[factrail omitted 4800 chars: reproducible, re-run")
 
 
-def test_a_reduced_call_that_wrote_a_file_is_sent_with_its_arguments_briefed() -> None:
+def test_a_reduced_call_is_sent_with_its_long_arguments_briefed() -> None:
     body = "\n".join(f"def f{i}(): return {i}" for i in range(200))
     patch = "*** Begin Patch\n*** Update File: src/a.py\n" + "+x = 1\n" * 100 + "*** End Patch"
     messages = [
@@ -203,8 +203,14 @@ def test_a_reduced_call_that_wrote_a_file_is_sent_with_its_arguments_briefed() -
     assert got.briefed["p"]["input"].startswith(patch[:200]) and got.briefed["p"]["input"].endswith(
         f"…[{len(patch) - 200} chars]"
     )
-    # A long command that changed no file, and a write the action keeps, go as they were.
-    assert "r" not in got.briefed and "n" not in got.briefed
+    # A long command of a reduced call goes briefed too; a write the action keeps, whole.
+    assert got.briefed["r"]["command"].endswith(
+        f"…[{len('pytest -q ' + '-k x ' * 80) - 200} chars]"
+    )
+    assert "n" not in got.briefed
+    # A call a judge said matters with its arguments keeps them (its result may still go).
+    kept = apply(messages, actions, reduction=Reduction(0.3, 0.0), calls_kept={"w"})
+    assert "w" not in kept.briefed and "p" in kept.briefed
     assert got.messages[1].tool_uses[0].input == got.briefed["w"]
     assert got.changed == {} and got.tokens_after < got.tokens_before
     # Frozen: a later compaction leaves what this one decided as it is.
