@@ -62,6 +62,30 @@ def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
     assert "hard-line at turn 30 (past the danger line)" in text
 
 
+def test_the_report_says_where_a_briefed_call_s_whole_arguments_are(tmp_path: Path) -> None:
+    wire = chat(30)
+    script = "python3 - <<'PY'\n" + "print('step')\n" * 60 + "PY"
+    wire[2]["tool_calls"][0]["function"]["arguments"] = json.dumps({"command": script})
+    store = open_state_store("memory://")
+    outputs = OutputStore(tmp_path / "outputs")
+    compactor = SessionCompactor(
+        engine_options(trigger_tokens=6000, trigger_percent=0.0, price_profile="none"),
+        state=store,
+        outputs=outputs,
+        judge=RulesJudge(),
+    )
+    result = asyncio.run(compactor.compact("s", openai_chat.parse(wire)))
+    compactor.close()
+    assert result.outcome == "compacted"
+    state = store.load("s")
+    assert state is not None
+    data = report("s", state)
+    (row,) = [r for r in data["history"][0]["results"] if r["arguments_briefed"]]
+    assert row["arguments_whole"] == f"{outputs.capability('s')}/{row['id']}.input"
+    assert json.loads(outputs.get(row["arguments_whole"]) or "{}") == {"command": script}
+    assert f"; arguments {row['arguments_whole']}" in render(data)
+
+
 def test_factrail_inspect(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ refusal, and a compacted transcript compacted again keeps its notes byte for byt
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,27 @@ def test_compacting_a_compacted_transcript_keeps_its_notes_byte_for_byte(tmp_pat
     assert not any(
         "factrail omitted" in line and line.count("[factrail") > 1 for line in saved_twice
     )
+
+
+def test_arguments_the_store_cannot_save_are_sent_whole(tmp_path: Path) -> None:
+    """A reduced call's long arguments are briefed only once their whole is saved."""
+    wire = chat(30)
+    script = "python3 - <<'PY'\n" + "print('step')\n" * 60 + "PY"
+    for m in wire:
+        for call in m.get("tool_calls", []):
+            call["function"]["arguments"] = json.dumps({"command": script})
+    saved = compact(OutputStore(tmp_path / "ok", secret=SECRET), wire, "s")
+    assert saved.outcome == "compacted" and saved.document is not None
+    briefed = [
+        call
+        for m in saved.document
+        for call in m.get("tool_calls", [])
+        if json.loads(call["function"]["arguments"])["command"] != script
+    ]
+    assert briefed
+    key_file = tmp_path / "outputs.key"
+    key_file.mkdir()  # not a file: no secret can be read or made
+    failed = compact(OutputStore(tmp_path / "outputs", secret_file=key_file), wire, "s")
+    sent = failed.document or wire
+    assert [m.get("tool_calls") for m in sent] == [m.get("tool_calls") for m in wire]
+    assert failed.save_failures["error"] >= len(briefed)

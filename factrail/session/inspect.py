@@ -73,12 +73,24 @@ _WHY = {
 
 
 def _row(r: Mapping[str, Any]) -> str:
-    whole = r["whole"] or ("(arguments briefed)" if r["arguments_briefed"] else "not saved")
+    whole = _where(r)
     star = "*" if r.get("recent") else " "
     return (
         f" {star}{_cut(r['id'], 15):15} {_cut(r['tool'], 18):18} {r['original_chars']:>9,} →"
         f" {r['kept_chars']:>6,}  {whole}"
     )
+
+
+def _where(r: Mapping[str, Any]) -> str:
+    """Where the whole result is, and the whole arguments when they were briefed (records
+    before the tenth session do not say where those are)."""
+    reduced = r["original_chars"] != r["kept_chars"]
+    result = r["whole"] or ("not saved" if reduced else "result sent whole")
+    if not r["arguments_briefed"]:
+        return result
+    if "arguments_whole" not in r:
+        return f"{result} (arguments briefed)"
+    return f"{result}; arguments {r['arguments_whole'] or 'not saved'}"
 
 
 def _cut(text: str, width: int) -> str:

@@ -36,6 +36,8 @@ class Saved:
     failures: dict[str, int] = field(default_factory=dict)
     """Originals that could not be saved, by reason: `quota` (the byte quota refused them) or
     `error` (the disk or the secret failed); they are sent whole."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    """The output id of each briefed call's saved whole arguments (`<tool_use_id>.input`)."""
 
 
 class OutputWriter:
@@ -111,17 +113,35 @@ class OutputWriter:
         return saved
 
     def save_inputs(
-        self, session: str, fresh: Mapping[str, dict[str, Any]], originals: Sequence[Message]
-    ) -> None:
-        """Save the full arguments of every call briefed for the first time, as
-        `<tool_use_id>.input.txt` beside the saved outputs."""
-        for m in originals:
+        self,
+        session: str,
+        fresh: Mapping[str, dict[str, Any]],
+        originals: Sequence[Message],
+        messages: Sequence[Message],
+        saved: Saved,
+    ) -> set[str]:
+        """Save the whole arguments of every call briefed for the first time, as
+        `<tool_use_id>.input` beside the saved outputs (`saved.inputs`). A call whose arguments
+        could not be saved goes with them whole (put back in `messages`); returns those."""
+        whole = {u.tool_use_id: u for m in originals for u in m.tool_uses if u.tool_use_id in fresh}
+        written = self.outputs.save_all(
+            session, [(f"{i}.input", input_json(u)) for i, u in whole.items()]
+        )
+        unsaved: set[str] = set()
+        for tool_use_id in whole:
+            got = written[f"{tool_use_id}.input"]
+            if isinstance(got, OSError):
+                reason = "quota" if isinstance(got, QuotaExceeded) else "error"
+                saved.failures[reason] = saved.failures.get(reason, 0) + 1
+                log.warning("could not save a call's arguments (%s); they are sent whole", got)
+                unsaved.add(tool_use_id)
+            else:
+                saved.inputs[tool_use_id] = got.output_id
+        for m in messages:
             for u in m.tool_uses:
-                if u.tool_use_id in fresh:
-                    try:
-                        self.outputs.save(session, f"{u.tool_use_id}.input", input_json(u))
-                    except OSError as err:
-                        log.warning("could not save a call's full arguments (%s)", err)
+                if u.tool_use_id in unsaved:
+                    u.input = whole[u.tool_use_id].input
+        return unsaved
 
     def expire(self, now: float) -> None:
         """Expire and bound the saved outputs at most once a day (the gateway also sweeps on a

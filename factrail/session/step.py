@@ -619,6 +619,7 @@ class SessionCompactor:
                     "note": "\n".join(mark_lines(text)),
                     "whole": saved.where.get(tool_use_id),
                     "arguments_briefed": tool_use_id in applied.briefed,
+                    "arguments_whole": saved.inputs.get(tool_use_id),
                     "recent": tool_use_id in rescued,
                 }
             )
@@ -725,7 +726,11 @@ class SessionCompactor:
             if (entry := _entry_for(plan, k, originals.get(k, ""))) is None or entry.input is None
         }
         if fresh:
-            self.writer.save_inputs(turn.session, fresh, turn.doc.messages)
+            unsaved = self.writer.save_inputs(
+                turn.session, fresh, turn.doc.messages, applied.messages, saved
+            )
+            for tool_use_id in unsaved:
+                del applied.briefed[tool_use_id]
         self.writer.expire(self._clock())
         return saved
 
