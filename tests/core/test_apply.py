@@ -175,24 +175,25 @@ def test_reads_brief_their_arguments_at_160() -> None:
     assert got.changed["g"].startswith("[factrail omitted 4800 chars: reproducible, re-run")
 
 
+def _session(*calls: tuple[str, str, dict[str, Any], str]) -> list[Message]:
+    """A user turn, then each `(id, tool, input, result)` call and its result."""
+    out = [Message("user", "go")]
+    for tool_use_id, tool, input, result in calls:
+        out.append(Message("assistant", "", [ToolUse(tool_use_id, tool, input)]))
+        out.append(Message("user", "", tool_results=[ToolResult(tool_use_id, result)]))
+    return out
+
+
 def test_a_reduced_call_is_sent_with_its_long_arguments_briefed() -> None:
     body = "\n".join(f"def f{i}(): return {i}" for i in range(200))
     patch = "*** Begin Patch\n*** Update File: src/a.py\n" + "+x = 1\n" * 100 + "*** End Patch"
-    messages = [
-        Message("user", "go"),
-        Message(
-            "assistant", "", [ToolUse("w", "Write", {"file_path": "/r/m.py", "content": body})]
-        ),
-        Message("user", "", tool_results=[ToolResult("w", "File created at /r/m.py")]),
-        Message("assistant", "", [ToolUse("p", "apply_patch", {"input": patch})]),
-        Message("user", "", tool_results=[ToolResult("p", "Done")]),
-        Message("assistant", "", [ToolUse("r", "Bash", {"command": "pytest -q " + "-k x " * 80})]),
-        Message("user", "", tool_results=[ToolResult("r", "1 passed")]),
-        Message(
-            "assistant", "", [ToolUse("n", "Write", {"file_path": "/r/n.py", "content": body})]
-        ),
-        Message("user", "", tool_results=[ToolResult("n", "File created at /r/n.py")]),
-    ]
+    command = "pytest -q " + "-k x " * 80
+    messages = _session(
+        ("w", "Write", {"file_path": "/r/m.py", "content": body}, "File created at /r/m.py"),
+        ("p", "apply_patch", {"input": patch}, "Done"),
+        ("r", "Bash", {"command": command}, "1 passed"),
+        ("n", "Write", {"file_path": "/r/n.py", "content": body}, "File created at /r/n.py"),
+    )
     actions: dict[str, Action] = {"w": "drop_result", "p": "drop_result", "r": "drop_result"}
     got = apply(messages, actions, reduction=Reduction(0.3, 0.0))
     # What the call wrote is on disk: its path stays, its content is cut to 200 chars.
@@ -200,22 +201,18 @@ def test_a_reduced_call_is_sent_with_its_long_arguments_briefed() -> None:
         "file_path": "/r/m.py",
         "content": body[:200] + f"…[{len(body) - 200} chars]",
     }
-    assert got.briefed["p"]["input"].startswith(patch[:200]) and got.briefed["p"]["input"].endswith(
-        f"…[{len(patch) - 200} chars]"
-    )
-    # A long command of a reduced call goes briefed too; a write the action keeps, whole.
-    assert got.briefed["r"]["command"].endswith(
-        f"…[{len('pytest -q ' + '-k x ' * 80) - 200} chars]"
-    )
+    assert got.briefed["p"] == {"input": patch[:200] + f"…[{len(patch) - 200} chars]"}
+    # A long command goes briefed too; a write the action keeps goes whole.
+    assert got.briefed["r"] == {"command": command[:200] + f"…[{len(command) - 200} chars]"}
     assert "n" not in got.briefed
-    # A call a judge said matters with its arguments keeps them (its result may still go).
-    kept = apply(messages, actions, reduction=Reduction(0.3, 0.0), calls_kept={"w"})
-    assert "w" not in kept.briefed and "p" in kept.briefed
     assert got.messages[1].tool_uses[0].input == got.briefed["w"]
     assert got.changed == {} and got.tokens_after < got.tokens_before
     # Frozen: a later compaction leaves what this one decided as it is.
     again = apply(got.messages, actions, reduction=Reduction(0.3, 0.0), final={"w", "p", "r"})
     assert again.briefed == {} and again.messages == got.messages
+    # A call a judge said matters with its arguments keeps them (its result may still go).
+    kept = apply(messages, actions, reduction=Reduction(0.3, 0.0), calls_kept={"w"})
+    assert "w" not in kept.briefed and "p" in kept.briefed
 
 
 def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> None:
@@ -223,19 +220,11 @@ def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> Non
     paper = "\n".join(f"(M={f}, SD=1.5) in condition {i}" for i, f in enumerate(figures))
     notes = "\n".join(f"MEAN_{i} = {f}" for i, f in enumerate(figures))
     code = "\n".join(f"def f{i}(): return {i}" for i in range(200))
-    messages = [
-        Message("user", "reproduce the paper"),
-        Message("assistant", "", [ToolUse("r", "Bash", {"command": "curl -s http://x/paper"})]),
-        Message("user", "", tool_results=[ToolResult("r", paper)]),
-        Message(
-            "assistant", "", [ToolUse("n", "write", {"file_path": "/w/c.py", "content": notes})]
-        ),
-        Message("user", "", tool_results=[ToolResult("n", "ok")]),
-        Message(
-            "assistant", "", [ToolUse("w", "write", {"file_path": "/w/m.py", "content": code})]
-        ),
-        Message("user", "", tool_results=[ToolResult("w", "ok")]),
-    ]
+    messages = _session(
+        ("r", "Bash", {"command": "curl -s http://x/paper"}, paper),
+        ("n", "write", {"file_path": "/w/c.py", "content": notes}, "ok"),
+        ("w", "write", {"file_path": "/w/m.py", "content": code}, "ok"),
+    )
     actions: dict[str, Action] = {"r": "drop_result", "n": "drop_result", "w": "drop_result"}
     got = apply(messages, actions, reduction=Reduction(0.3, 0.0))
     # 30 figures the paper showed: the constants file is the agent's notes, and stays whole.
