@@ -323,7 +323,7 @@ async def test_at_the_soft_line_old_writes_go_briefed_their_arguments_saved(
     for u in briefed:
         assert u.input == {
             "file_path": "/repo/m.py",
-            "content": body[:200] + f"…[{len(body) - 200} chars]",
+            "content": body[:200] + f"…[factrail omitted {len(body) - 200} chars]",
         }
         saved = store.get(f"{store.capability('w')}/{u.tool_use_id}.input")
         assert saved is not None and json.loads(saved)["content"] == body
@@ -374,7 +374,9 @@ async def test_a_reduced_call_s_long_command_is_briefed_unless_the_judge_kept_th
     ]
     assert len(commands) == 3
     if judge is None:
-        assert all(c == script[:200] + f"…[{len(script) - 200} chars]" for c in commands)
+        assert all(
+            c == script[:200] + f"…[factrail omitted {len(script) - 200} chars]" for c in commands
+        )
     else:
         assert commands == [script] * 3
 

@@ -67,7 +67,9 @@ NOTES_FACTS = 24
 """A call whose arguments hold at least this many fact tokens that earlier results showed wrote
 down what the agent read (the figures of a paper in a constants file, the ids of a listing in a
 report): the agent quotes them later, so its arguments stay whole."""
-_BRIEFED = re.compile(r"…\[\d+ chars\]\Z")
+_BRIEFED = re.compile(r"…\[(?:factrail omitted )?\d+ chars\]\Z")
+"""A string already briefed (by factrail; the short form is what it wrote before the tenth
+session)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +113,13 @@ class Applied:
 
 
 def brief_value(value: Any, cap: int) -> Any:
-    """Every string over `cap` cut to `cap` chars + `…[N chars]` (already briefed ones kept)."""
+    """Every string over `cap` cut to `cap` chars + `…[factrail omitted N chars]` (already
+    briefed ones kept). The mark names factrail so that the agent never takes the cut for a
+    form of its own to write in."""
     if isinstance(value, str):
         if len(value) <= cap or _BRIEFED.search(value):
             return value
-        short = f"{value[:cap]}…[{len(value) - cap} chars]"
+        short = f"{value[:cap]}…[factrail omitted {len(value) - cap} chars]"
         return short if len(short) < len(value) else value
     if isinstance(value, list):
         return [brief_value(v, cap) for v in value]

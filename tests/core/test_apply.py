@@ -153,12 +153,14 @@ def test_drop_call_briefs_a_long_command() -> None:
     ]
     got = apply(messages, {"k": "drop_call"}, reduction=Reduction(0.3, 0.0))
     new = got.briefed["k"]["command"]
-    assert new.endswith("…[305 chars]") and new.startswith("x" * 200)
+    assert new.endswith("…[factrail omitted 305 chars]") and new.startswith("x" * 200)
     assert got.briefed["k"]["n"] == 3
     assert got.messages[1].tool_uses[0].input["command"] == new
     assert messages[1].tool_uses[0].input["command"] == command
     # Briefing again (even with a smaller cap) keeps the original count.
     assert brief_value(new, 160) == new
+    # So is one briefed before the mark named factrail.
+    assert brief_value("x" * 200 + "…[305 chars]", 160) == "x" * 200 + "…[305 chars]"
     again = apply(got.messages, {"k": "drop_call"}, reduction=Reduction(0.3, 0.0))
     assert again.briefed == {}
 
@@ -171,7 +173,7 @@ def test_reads_brief_their_arguments_at_160() -> None:
         Message("user", "", tool_results=[ToolResult("g", "src/a.py:1: hit\n" * 300)]),
     ]
     got = apply(messages, {"g": "drop_result"}, reduction=Reduction(0.3, 0.0))
-    assert got.briefed["g"]["pattern"] == "p" * 160 + "…[140 chars]"
+    assert got.briefed["g"]["pattern"] == "p" * 160 + "…[factrail omitted 140 chars]"
     assert got.changed["g"].startswith("[factrail omitted 4800 chars: reproducible, re-run")
 
 
@@ -199,11 +201,15 @@ def test_a_reduced_call_is_sent_with_its_long_arguments_briefed() -> None:
     # What the call wrote is on disk: its path stays, its content is cut to 200 chars.
     assert got.briefed["w"] == {
         "file_path": "/r/m.py",
-        "content": body[:200] + f"…[{len(body) - 200} chars]",
+        "content": body[:200] + f"…[factrail omitted {len(body) - 200} chars]",
     }
-    assert got.briefed["p"] == {"input": patch[:200] + f"…[{len(patch) - 200} chars]"}
+    assert got.briefed["p"] == {
+        "input": patch[:200] + f"…[factrail omitted {len(patch) - 200} chars]"
+    }
     # A long command goes briefed too; a write the action keeps goes whole.
-    assert got.briefed["r"] == {"command": command[:200] + f"…[{len(command) - 200} chars]"}
+    assert got.briefed["r"] == {
+        "command": command[:200] + f"…[factrail omitted {len(command) - 200} chars]"
+    }
     assert "n" not in got.briefed
     assert got.messages[1].tool_uses[0].input == got.briefed["w"]
     assert got.changed == {} and got.tokens_after < got.tokens_before
@@ -229,7 +235,7 @@ def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> Non
     got = apply(messages, actions, reduction=Reduction(0.3, 0.0))
     # 30 figures the paper showed: the constants file is the agent's notes, and stays whole.
     assert "n" not in got.briefed
-    assert got.briefed["w"]["content"].endswith(f"…[{len(code) - 200} chars]")
+    assert got.briefed["w"]["content"].endswith(f"…[factrail omitted {len(code) - 200} chars]")
 
 
 def test_regex_selection_without_value() -> None:
