@@ -11,6 +11,10 @@ uncached / cache-write / cache-read tokens, the cache-read share, the billed tok
 ratio to direct, and whether the planted line reached the upstream in the last request.
 
     .venv/bin/python bench/claude_code_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
+        [--writes N]
+
+`--writes N`: every Nth call from the second on `Write`s a generated module of about 6 KB
+instead of reading (the scripted endpoint's `writes`).
 """
 
 from __future__ import annotations
@@ -55,6 +59,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="22,40", help="tool calls per session (comma list)")
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
+    parser.add_argument(
+        "--writes", type=int, default=0, help="every Nth call writes a 6 KB module (0: none)"
+    )
     args = parser.parse_args()
     if not CLAUDE.exists():
         print(f"{CLAUDE} is missing: run `make node-deps`", file=sys.stderr)
@@ -69,11 +76,14 @@ def main() -> int:
             gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
         print(HEADER)
         for n in steps:
-            direct = run_session(endpoint, endpoint, n, work / f"{n}-d{0:06d}")
+            script = {"writes": args.writes}
+            direct = run_session(endpoint, endpoint, n, work / f"{n}-d{0:06d}", script=script)
             print(row(n, "direct", direct, "-", direct.billed), flush=True)
             for trigger, gateway, _ in gateways:
                 before = counters(gateway)
-                through = run_session(endpoint, gateway, n, work / f"{n}-t{trigger:06d}")
+                through = run_session(
+                    endpoint, gateway, n, work / f"{n}-t{trigger:06d}", script=script
+                )
                 done = counters(gateway).get("compactions", 0) - before.get("compactions", 0)
                 route = f"factrail T={trigger // 1000}k"
                 print(row(n, route, through, f"{done:.0f}", direct.billed), flush=True)

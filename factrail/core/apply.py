@@ -63,10 +63,12 @@ SEARCH_SET_CAP = 8
 INPUT_BRIEF_CHARS = 200
 """What each over-long string argument of a reduced call (160 for a read) is cut to."""
 RERUN_INPUT_CHARS = 160
-NOTES_FACTS = 24
+NOTES_FACTS = 16
 """A call whose arguments hold at least this many fact tokens that earlier results showed wrote
 down what the agent read (the figures of a paper in a constants file, the ids of a listing in a
 report): the agent quotes them later, so its arguments stay whole."""
+NOTES_TOKEN_CHARS = 4
+"""The shortest fact token `NOTES_FACTS` counts."""
 _BRIEFED = re.compile(r"…\[(?:factrail omitted )?\d+ chars\]\Z")
 """A string already briefed (by factrail; the short form is what it wrote before the tenth
 session)."""
@@ -758,15 +760,18 @@ def _notes(
     messages: Sequence[Message], ids: AbstractSet[str], facts: Callable[[str], frozenset[str]]
 ) -> set[str]:
     """The calls among `ids` that wrote down what the agent read: at least `NOTES_FACTS` of
-    their arguments' fact tokens showed in earlier results."""
+    their arguments' fact tokens of `NOTES_TOKEN_CHARS` or more showed in earlier results (a
+    two-digit number is in every log and every module)."""
     out: set[str] = set()
     shown: set[str] = set()
     for m in messages:
         for u in m.tool_uses:
-            if u.tool_use_id in ids and len(facts(input_json(u)) & shown) >= NOTES_FACTS:
-                out.add(u.tool_use_id)
+            if u.tool_use_id in ids:
+                written = {t for t in facts(input_json(u)) if len(t) >= NOTES_TOKEN_CHARS}
+                if len(written & shown) >= NOTES_FACTS:
+                    out.add(u.tool_use_id)
         for r in m.tool_results:
-            shown.update(facts(r.text))
+            shown.update(t for t in facts(r.text) if len(t) >= NOTES_TOKEN_CHARS)
     return out
 
 

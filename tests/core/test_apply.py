@@ -236,6 +236,15 @@ def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> Non
     # 30 figures the paper showed: the constants file is the agent's notes, and stays whole.
     assert "n" not in got.briefed
     assert got.briefed["w"]["content"].endswith(f"…[factrail omitted {len(code) - 200} chars]")
+    # Short numbers are in every log and every module: sharing them makes no notes.
+    log = "\n".join(f"[{i:02d}] test_{i} PASSED in {i}.0s" for i in range(100))
+    module = "\n".join(f"def f{i}(): return {i} * {i + 1}" for i in range(100))
+    messages = _session(
+        ("l", "Bash", {"command": "cat build.log"}, log),
+        ("m", "write", {"file_path": "/w/m.py", "content": module}, "ok"),
+    )
+    got = apply(messages, {"l": "drop_result", "m": "drop_result"}, reduction=Reduction(0.3, 0))
+    assert "m" in got.briefed
 
 
 def test_regex_selection_without_value() -> None:

@@ -13,8 +13,9 @@ the tenth, the 86 corpus pins of 25 sessions holding a reduced call that wrote a
 over-long arguments came to be briefed, then 15 of 3 sessions, when the lower-case `write` and
 `edit` came to count as editors and a call that wrote down what the agent read to keep its
 arguments, then 45 of 14 sessions, when every reduced call's over-long arguments came to be
-briefed, then 180 of 36, when the brief's mark came to name factrail). A change that is meant
-to alter the output regenerates the pins:
+briefed, then 180 of 36, when the brief's mark came to name factrail, then 10 of 2, when the
+agent's notes came to count only fact tokens of 4 chars or more). A change that is meant to
+alter the output regenerates the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py
 """

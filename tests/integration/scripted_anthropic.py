@@ -22,7 +22,8 @@ For `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`
   files (`write_project`), one greps for the fact's token, and after `steps` tool calls the answer
   quotes the fact as it finds it in the transcript it was sent (any tool result); with `fenced`
   (a tool name) and `fenced_step`, that step calls `fenced` (`{"query": ...}`) instead (the
-  fenced call of the plugin's end-to-end test); when the fact is out of sight (its read became
+  fenced call of the plugin's end-to-end test); with `writes` (N), every Nth step from the second
+  `Write`s a generated module of about 6 KB instead; when the fact is out of sight (its read became
   a re-run note) it re-runs the read once, as the note says, and answers from that, or says it
   is gone. Side calls (titles, quota checks, other models) get a short text answer.
 
@@ -95,13 +96,27 @@ def write_project(root: Path, steps: int, token: str) -> None:
         (root / "src" / f"module_{i}.py").write_text("\n".join(src))
 
 
-def tool_call(step: int, steps: int, root: str, token: str) -> tuple[str, dict[str, Any]]:
-    """The tool call (name, input) of `step` (0 < `steps`)."""
+def written_module(step: int) -> str:
+    """What the `Write` of `step` writes: a module of about 6 KB."""
+    return "\n".join(
+        f"def generated_{step}_{j}(value: int) -> int:\n    return value * {j} - {step}\n"
+        for j in range(90)
+    )
+
+
+def tool_call(
+    step: int, steps: int, root: str, token: str, writes: int = 0
+) -> tuple[str, dict[str, Any]]:
+    """The tool call (name, input) of `step` (0 < `steps`); with `writes`, every `writes`-th
+    step from the second on writes a generated module instead."""
     if step == 0:
         return "Bash", {"command": "cat notes/release.md", "description": "Read the notes"}
     if step == steps - 1:
         return "Bash", {"command": f"grep -c {token} notes/release.md logs/*.log || true",
                         "description": "Count uses of the key"}  # fmt: skip
+    if writes and step > 1 and step % writes == 0:
+        path = f"{root}/src/generated_{step}.py"
+        return "Write", {"file_path": path, "content": written_module(step)}
     i = (step + 1) // 2
     if step % 2:
         return "Bash", {"command": f"cat logs/build_{i}.log", "description": f"Build log {i}"}
@@ -351,6 +366,7 @@ class Script:
     fact_token: str = ""
     fenced: str = ""
     fenced_step: int = -1
+    writes: int = 0
 
 
 SCRIPT = Script()
@@ -398,8 +414,17 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     if results and SCRIPT.fact_token:
         line = fact_line(SCRIPT.fact_token)
         record["fact_kept"] = any(line in _text_of(r) for r in results)
+    record["briefed_writes"] = sum(
+        1
+        for m in body["messages"]
+        if m["role"] == "assistant"
+        for b in _blocks(m["content"])
+        if b.get("type") == "tool_use"
+        and b.get("name") == "Write"
+        and "…[factrail omitted" in str(b.get("input", {}).get("content", ""))
+    )
     if step < min(SCRIPT.steps, MAX_STEPS):
-        name, args = tool_call(step, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token)
+        name, args = tool_call(step, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token, SCRIPT.writes)
         if SCRIPT.fenced and step == SCRIPT.fenced_step:
             name, args = SCRIPT.fenced, {"query": "release key rotation"}
         use = {"type": "tool_use", "id": f"toolu_scripted_{step:03d}", "name": name, "input": args}
@@ -527,13 +552,14 @@ async def messages(request: Request) -> Response:
 
 
 async def configure(request: Request) -> Response:
-    """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`) and forget
-    everything before it."""
+    """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`, `writes`) and
+    forget everything before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
     SCRIPT.fenced = str(data.get("fenced", ""))
     SCRIPT.fenced_step = int(data.get("fenced_step", -1))
+    SCRIPT.writes = int(data.get("writes", 0))
     await reset(request)
     return json_response({})
 

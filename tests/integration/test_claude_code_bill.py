@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.claude_code import CLAUDE, Session, counters, run_session, start_gateway
 from tests.integration.processes import start_fake, stop
+from tests.integration.scripted_anthropic import written_module
 
 pytestmark = [
     pytest.mark.integration,
@@ -34,12 +36,19 @@ class Stack:
     work: Path
     runs: int = 0
 
-    def pair(self, steps: int) -> tuple[Session, Session, dict[str, float]]:
-        """The session direct, then through factrail, and factrail's counters for the latter."""
+    def pair(
+        self, steps: int, script: dict[str, Any] | None = None
+    ) -> tuple[Session, Session, dict[str, float]]:
+        """The session direct, then through factrail, and factrail's counters for the latter
+        (`script`: added to the endpoint's script)."""
         self.runs += 1
         before = counters(self.gateway)
-        direct = run_session(self.endpoint, self.endpoint, steps, self.work / f"{self.runs}-a")
-        through = run_session(self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b")
+        direct = run_session(
+            self.endpoint, self.endpoint, steps, self.work / f"{self.runs}-a", script=script
+        )
+        through = run_session(
+            self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b", script=script
+        )
         after = counters(self.gateway)
         delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
         print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
@@ -115,3 +124,24 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
     completed(through)
     assert factrail["compacted"] >= 1
     assert through.billed <= direct.billed
+
+
+def test_a_session_that_writes_files_sends_its_old_writes_briefed_and_keeps_them_whole_on_disk(
+    stack: Stack,
+) -> None:
+    """Every third call writes a 6 KB module: past the trigger factrail sends the old writes'
+    content briefed (the upstream still validates every request), Claude Code's files are
+    whole, and the session costs less than direct."""
+    direct, through, factrail = stack.pair(LONG, {"writes": 3})
+    completed(direct)
+    completed(through)
+    assert factrail["compactions"] >= 2
+    assert max(r["briefed_writes"] for r in through.main) >= 3
+    assert all(r["briefed_writes"] == 0 for r in direct.main)
+    project = stack.work / f"{stack.runs}-b" / "project"
+    written = sorted(project.glob("src/generated_*.py"))
+    assert len(written) == len(range(3, LONG - 1, 3))
+    for path in written:
+        step = int(path.stem.rsplit("_", 1)[1])
+        assert path.read_text() == written_module(step)
+    assert through.billed < direct.billed
