@@ -166,6 +166,11 @@ class Settings(BaseSettings):
     saved output back."""
     head_chars: int = Field(default=200, ge=0)
     """Characters of an observation's head that the rails always keep."""
+    min_cut_chars: int = Field(default=800, ge=0)
+    """A result is reduced only when that saves at least this many chars (about 200 tokens)
+    beyond the note it is sent with: a smaller cut gives up the result's facts for little, and
+    the room is better taken from larger results. Past the hard line, and when the request
+    would not fit the model's window, any gain counts."""
     prepare_share: float = Field(default=0.5, ge=0.0, le=1.0)
     """Past this share of T, a turn below the soft line analyses its new results in a worker
     thread while the upstream answers, so the compaction turn only analyses what is newer (0
@@ -327,6 +332,7 @@ class Settings(BaseSettings):
             price_profile=self.price_profile,
             cache_ttl_s=self.cache_ttl_s,
             keep_tools=tuple(t for t in self.keep_tools if t),
+            min_cut_chars=self.min_cut_chars,
         )
 
     def known_secrets(self) -> list[str]:

@@ -75,6 +75,7 @@ path runs when it starts.
             "preserve_recent",
             "keep_tools",
             "head_chars",
+            "min_cut_chars",
             "prepare_share",
             "analysis_sessions",
         ),

@@ -167,6 +167,7 @@ def test_factrail_compact_never_asks_a_remote_judge_about_a_fenced_session(
     monkeypatch: Any, messages: list[dict[str, Any]]
 ) -> None:
     monkeypatch.setenv(KEY_ENV, judge_key())
+    monkeypatch.setenv("FACTRAIL_MIN_CUT_CHARS", "0")  # its results are a few hundred chars
     asked, out = run_cli(messages, local=False)
     assert asked == 0
     assert len(out) == len(messages) and out != messages
@@ -187,6 +188,7 @@ def run_gateway(
         upstream_url=UPSTREAM,
         trigger_tokens=TRIGGER,
         rearm_tokens=0,
+        min_cut_chars=0,  # its results are a few hundred chars
         judge="systemone",
         judge_url=JUDGE_URL,
         judge_api_key=judge_key(),  # type: ignore[arg-type]

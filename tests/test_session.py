@@ -7,6 +7,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from factrail.judges.rules import RulesJudge
 from factrail.policy.trigger import Trigger
 from factrail.session import SessionCompactor
 from factrail.session.analyses import _CollectorPause
+from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 from tests.options import engine_options
@@ -379,6 +381,34 @@ async def test_a_reduced_call_s_long_command_is_briefed_unless_the_judge_kept_th
         )
     else:
         assert commands == [script] * 3
+
+
+async def test_the_step_cuts_no_result_for_less_than_the_minimum(tmp_path: Path) -> None:
+    assert Settings().min_cut_chars == 800  # the product's default; the helper here sets 0
+    wire = chat(30, size=3000)
+    calls = {c["id"]: c for m in wire for c in m.get("tool_calls", [])}
+    for m in [m for m in wire if m["role"] == "tool"][::2]:  # every other one a 600-char read
+        m["content"] = m["content"][:600]
+        call = calls[m["tool_call_id"]]["function"]
+        call["name"], call["arguments"] = (
+            "Read",
+            json.dumps({"file_path": f"/r/{m['tool_call_id']}"}),
+        )
+    options = engine_options(trigger_tokens=16000, trigger_percent=0.0, price_profile="none")
+    for minimum in (0, 800):
+        c = SessionCompactor(
+            replace(options, min_cut_chars=minimum),
+            state=MemoryStateStore(),
+            outputs=OutputStore(tmp_path / f"o{minimum}", secret=OUTPUTS_SECRET),
+            judge=RulesJudge(),
+        )
+        result = await c.compact("s", openai_chat.parse(wire))
+        assert result.outcome == "compacted"
+        sent = zip(wire, result.document, strict=True)
+        cut = [a for a, b in sent if a != b and a["role"] == "tool"]
+        small = [a for a in cut if len(a["content"]) == 600]
+        assert small if minimum == 0 else not small
+        assert any(len(a["content"]) == 3000 for a in cut)
 
 
 async def test_compaction_sweeps_saved_outputs_older_than_thirty_days(tmp_path: Path) -> None:

@@ -155,6 +155,9 @@ class _Slot:
     note_tokens: int = 0
     """What a reduced render of this result grows by once its original is saved and its note
     names the copy (`apply`'s `phrase`), in chars and estimated tokens."""
+    min_cut: int = 0
+    """The fewest chars a reduction of this result by the rails' tiers must save (`apply`'s
+    `min_cut`; past the hard line, and in the window rescue, any gain counts)."""
     renders: dict[int, _Render] = field(default_factory=dict)
     middles: dict[tuple[int, int], Middle] = field(default_factory=dict)
     whole: _Render | None = None
@@ -279,8 +282,9 @@ class _Engine:
         )
 
     def _fit(self, slot: _Slot, text: str) -> _Render:
-        """Keep the original unless the render, with its note as it will be sent, is shorter."""
-        if len(text) + slot.note_chars >= len(slot.text):
+        """Keep the original unless the render, with its note as it will be sent, is shorter by
+        `slot.min_cut` at least."""
+        if len(text) + slot.note_chars + slot.min_cut >= len(slot.text):
             return slot.unchanged()
         return _Render(text, self.count(text) + slot.note_tokens)
 
@@ -463,7 +467,7 @@ def _pool(
             # `pushed image …:2.16.9` line).
             chosen = [parts.greedy[0]]
         text = engine.stub_text(slot, stub, parts.lines(chosen))
-        if len(text) + slot.note_chars < len(slot.text):
+        if len(text) + slot.note_chars + slot.min_cut < len(slot.text):
             texts[slot.tool_use_id] = text
 
 
@@ -509,7 +513,8 @@ def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: fl
 
 
 def _shrinks(slot: _Slot, cur: str, new: str) -> bool:
-    """Whether `new` is shorter than `cur` as sent (a first reduction adds the saved note)."""
+    """Whether `new` is shorter than `cur` as sent (a first reduction adds the saved note).
+    Past the hard line any gain counts: `slot.min_cut` is for the rails' tiers."""
     return len(new) + (slot.note_chars if cur is slot.text else 0) < len(cur)
 
 
@@ -611,6 +616,7 @@ def apply(
     memo: Analysis | None = None,
     phrase: Callable[[str], str] | None = None,
     calls_kept: AbstractSet[str] = frozenset(),
+    min_cut: int = 0,
 ) -> Applied:
     """Reduce every result whose action is not `keep` (see the module docstring); `count` may
     be the caller's memoised estimator (a session has just counted the same texts), `memo` what
@@ -619,7 +625,8 @@ def apply(
     carry once its original is saved (the caller swaps it in for `full_output_phrase`): a
     result is reduced only when it is shorter with it, and sizes count it. `calls_kept`: calls
     a judge said matter with their arguments (their results may still be reduced): those
-    arguments go whole."""
+    arguments go whole. `min_cut`: the rails' tiers reduce a result only when that saves at
+    least this many chars beyond its note (past the hard line any gain counts)."""
     uses: dict[str, ToolUse] = {}
     for m in messages:
         for u in m.tool_uses:
@@ -643,6 +650,7 @@ def apply(
                     is_error=r.is_error,
                     rerunnable=readable and not r.is_error and not read_is_observation(r.text),
                     final=rid in final or is_compacted(r.text),
+                    min_cut=min_cut,
                 )
             )
         )

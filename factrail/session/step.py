@@ -772,6 +772,7 @@ class SessionCompactor:
             memo=analysis,
             phrase=None if self.writer is None else self.writer.phrase(turn.session),
             calls_kept=turn.calls_kept,
+            min_cut=self.options.min_cut_chars,
         )
 
     def _verbatim(self, turn: Turn) -> frozenset[str]:

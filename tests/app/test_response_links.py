@@ -41,7 +41,7 @@ def test_a_chain_continued_on_another_worker_keeps_its_session(tmp_path: Path) -
     router.post(f"{UPSTREAM}/responses").mock(side_effect=answer)
     settings = Settings(
         upstream_url=UPSTREAM, trigger_tokens=1500, outputs_dir=str(tmp_path),
-        price_profile="none", record_decisions=False,
+        price_profile="none", record_decisions=False, min_cut_chars=0,
     )  # fmt: skip
     shared = MemoryStateStore()
 

@@ -247,6 +247,23 @@ def test_a_call_that_wrote_down_what_the_agent_read_keeps_its_arguments() -> Non
     assert "m" in got.briefed
 
 
+def test_a_result_is_cut_only_when_that_saves_min_cut_chars() -> None:
+    small = "\n".join(f"src/app/module_{i}.py:{i}: match" for i in range(20))  # ~600 chars
+    large = "\n".join(f"src/app/module_{i}.py:{i}: match" for i in range(200))
+    messages = _session(
+        ("s", "Grep", {"pattern": "match", "path": "src/app"}, small),
+        ("l", "Grep", {"pattern": "match", "path": "src"}, large),
+    )
+    actions: dict[str, Action] = {"s": "drop_result", "l": "drop_result"}
+    assert set(apply(messages, actions, reduction=Reduction(0.9, 0.0)).changed) == {"s", "l"}
+    got = apply(messages, actions, reduction=Reduction(0.9, 0.0), min_cut=800)
+    # The small search would save under 800 chars: it stays whole, its paths in sight.
+    assert set(got.changed) == {"l"}
+    assert (
+        len(small) - len(apply(messages, actions, reduction=Reduction(0.9, 0.0)).changed["s"]) < 800
+    )
+
+
 def test_regex_selection_without_value() -> None:
     messages = _transcript()
     got = apply(
