@@ -478,8 +478,9 @@ def _brief_old_inputs(
     after: int,
     need: float,
 ) -> int:
-    """Oldest first: cut the over-long arguments of reduced calls (a file a call wrote, a patch)
-    to 200 chars, while above `need`."""
+    """Past the hard line, oldest first: cut the over-long arguments `_briefs` left whole (the
+    agent's notes, the calls a judge kept, those an earlier compaction settled) to 200 chars,
+    while above `need`."""
     for slot in slots:
         if after <= need:
             break
