@@ -2,8 +2,12 @@
 
 Starlette's `StreamingResponse` watches for the client leaving through an anyio task group, which
 costs more than the rest of the relay on a short stream. Here one plain asyncio task waits for
-`http.disconnect` and cancels the relay when the client leaves, so the upstream is closed at once
-(a model stops generating for nobody) even while it is silent.
+`http.disconnect` and cancels the relay's anyio cancel scope when the client leaves, so the
+upstream is closed at once (a model stops generating for nobody) even while it is silent. A
+cancel scope, not `Task.cancel()`: httpcore hands a connection back to its pool under an anyio
+shield, which a scope's cancellation respects and a native one does not. A client leaving as the
+stream ends (Codex does, on `response.completed`) used to cut that hand-back short, and the
+connection stayed taken for good.
 
 A stream can also end early on the other side: the upstream dies mid-body (a transport error
 after the head was sent), or the server stops and its graceful-shutdown bound runs out (the
@@ -65,42 +69,39 @@ class Relay:
         """Send the head, then every chunk as it comes; close the upstream however this ends."""
         relay = asyncio.current_task()
         assert relay is not None
-        gone = False
+        left = anyio.CancelScope()
 
         async def watch() -> None:
-            nonlocal gone
             while (await receive())["type"] != "http.disconnect":
                 pass
-            gone = True
-            relay.cancel()
+            left.cancel()
 
         watcher = asyncio.get_running_loop().create_task(watch())
         tap = self.tap
         tail = b""
         try:
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": self.status_code,
-                    "headers": self.raw_headers,
-                }
-            )
-            try:
-                async for chunk in self.upstream.aiter_bytes():
-                    if tap is not None:
-                        tap(chunk)
-                    tail = _tail(tail, chunk)
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except httpx.TransportError as exc:
-                watcher.cancel()
-                await self._end_early(send, tail, UPSTREAM_CUT, type(exc).__name__)
-                return
-            watcher.cancel()  # the last message completes the response: not a disconnect
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            with left:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": self.status_code,
+                        "headers": self.raw_headers,
+                    }
+                )
+                try:
+                    async for chunk in self.upstream.aiter_bytes():
+                        if tap is not None:
+                            tap(chunk)
+                        tail = _tail(tail, chunk)
+                        body = {"type": "http.response.body", "body": chunk, "more_body": True}
+                        await send(body)
+                except httpx.TransportError as exc:
+                    watcher.cancel()
+                    await self._end_early(send, tail, UPSTREAM_CUT, type(exc).__name__)
+                    return
+                watcher.cancel()  # the last message completes the response: not a disconnect
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if gone:
-                relay.uncancel()
-                return
             if relay.cancelling() != 1:
                 raise
             relay.uncancel()  # the server's graceful-shutdown bound ran out: end it cleanly

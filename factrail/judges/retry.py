@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import anyio
 import httpx
 
 from factrail.judges.base import JudgeError, JudgeFailure, JudgeRound
@@ -114,7 +115,9 @@ class DeadlineCaller:
                 raise JudgeFailure(self.deadline_error())
             self.sent += 1
             try:
-                async with asyncio.timeout(left):
+                # A scope, not `asyncio.timeout`: its cancellation respects the shield httpcore
+                # hands a connection back under (a native one cut short would leak it).
+                with anyio.fail_after(left):
                     response = await self.client.post(
                         url,
                         content=body,

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 
+import anyio
 import httpx
 import orjson
 import pytest
@@ -198,3 +199,48 @@ async def test_the_server_cancelling_at_shutdown_ends_the_stream_cleanly() -> No
     assert orjson.loads(event.split(b"data: ", 1)[1])["code"] == "shutting_down"
     assert sent[-1]["more_body"] is False
     assert relay.cut == "shutdown-cut" and stream.closed
+
+
+class ClosingSlowly(httpx.AsyncByteStream):
+    """Yields `chunks`; its close marks it closed first and then does shielded work, as
+    httpcore's does (`AsyncShieldCancellation` around handing the connection back): a close
+    cut short by a cancellation leaves the connection taken, and a later close does nothing."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.closing = asyncio.Event()
+        self.marked = False
+        self.released = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        if self.marked:
+            return
+        self.marked = True
+        with anyio.CancelScope(shield=True):
+            self.closing.set()
+            await asyncio.sleep(0.05)
+            self.released = True
+
+
+async def test_a_client_leaving_as_the_stream_ends_cannot_cut_the_upstream_s_close_short() -> None:
+    # Codex leaves as soon as it reads `response.completed`: its disconnect can arrive while the
+    # relay is closing the finished upstream. Cut short there, httpcore never hands the
+    # connection back to the pool, and four such leaks wedged a pool shard (504s for good).
+    stream = ClosingSlowly([FIRST, USAGE])
+    ended: list[bool] = []
+
+    async def receive() -> Message:
+        await stream.closing.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        await asyncio.sleep(0)
+
+    relay = Relay(httpx.Response(200, stream=stream), {}, done=lambda: ended.append(True))
+    await asyncio.wait_for(relay({"type": "http"}, receive, send), 5)
+    assert stream.released, "the upstream's close was cut short: its connection is lost"
+    assert ended == [True]
