@@ -34,8 +34,9 @@ types: $(STAMP_DEV)
 unit: $(STAMP_DEV) node-deps
 	$(BIN)/pytest -q
 
-# Claude Code, pinned in plugin/package-lock.json, for tests/integration/test_claude_code_bill.py
-# (skipped without it). Installed into plugin/node_modules, never globally.
+# Claude Code and the Codex CLI, pinned in plugin/package-lock.json, for the real-client bills
+# (tests/integration/test_claude_code_bill.py and test_codex_bill.py; each skipped without its
+# client). Installed into plugin/node_modules, never globally.
 node-deps:
 	@if command -v npm >/dev/null 2>&1; then \
 		cd plugin && npm ci --no-audit --no-fund; \

@@ -149,13 +149,14 @@ def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[
     return url.removesuffix("/v1"), proc
 
 
-def counters(gateway: str) -> dict[str, float]:
-    """factrail's request outcomes on `/v1/messages` and its compactions, from `/metrics`."""
+def counters(gateway: str, route: str = "messages") -> dict[str, float]:
+    """factrail's request outcomes on `route` (`/v1/messages`) and its compactions, from
+    `/metrics`."""
     text = httpx.get(f"{gateway}/metrics", timeout=10).text
     out: dict[str, float] = {}
     for m in re.finditer(r"^(factrail_\w+)\{([^}]*)\} (\S+)$", text, re.MULTILINE):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m[2]))
-        if m[1] == "factrail_requests_total" and labels.get("route") == "messages":
+        if m[1] == "factrail_requests_total" and labels.get("route") == route:
             key = labels["outcome"]
         elif m[1] == "factrail_compactions_total":
             key = "compactions"

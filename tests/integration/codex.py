@@ -1,0 +1,96 @@
+"""Run the pinned Codex CLI (`plugin/node_modules`) through one scripted session, and price it
+from the scripted endpoint's usage records (`tests/integration/scripted_responses.py`).
+
+Shared by `tests/integration/test_codex_bill.py` and `bench/codex_bill.py`. Codex reaches the
+endpoint (or factrail) as a custom model provider with `wire_api = "responses"`, configured in
+a `config.toml` of its own `CODEX_HOME`; it runs the scripted `exec_command` calls itself, in
+the project folder, without a sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from factrail.policy.cost import prices
+from tests.integration.claude_code import Session, fact_token
+from tests.integration.processes import ROOT, Process, free_port, start_factrail
+from tests.integration.scripted_anthropic import write_project
+
+CODEX = ROOT / "plugin" / "node_modules" / ".bin" / "codex"
+MODEL = "gpt-5-codex"
+PRICES = prices("openai", MODEL)
+"""OpenAI's prices for the model: a cached input token at 0.1 of an uncached one."""
+PROMPT = "Find the release signing key fingerprint in this project's notes and report it."
+RUN_TIMEOUT_S = 180
+KEY_ENV = "SCRIPTED_OPENAI_KEY"
+
+
+def config(base_url: str) -> str:
+    """Codex's `config.toml`: the model, and the provider at `base_url` (ends in `/v1`)."""
+    return (
+        f'model = "{MODEL}"\n'
+        'model_provider = "scripted"\n'
+        "[model_providers.scripted]\n"
+        'name = "scripted"\n'
+        f'base_url = "{base_url}"\n'
+        'wire_api = "responses"\n'
+        f'env_key = "{KEY_ENV}"\n'
+    )
+
+
+def run_session(endpoint: str, base_url: str, steps: int, work: Path) -> Session:
+    """Script `steps` tool calls on the endpoint (root URL), write the project they read under
+    `work`, and run `codex exec` there against `base_url` (the endpoint's or factrail's `/v1`)."""
+    project, home = work / "project", work / "codex-home"
+    project.mkdir(parents=True)
+    home.mkdir()
+    (home / "config.toml").write_text(config(base_url))
+    token = fact_token()
+    write_project(project, steps, token)
+    script: dict[str, Any] = {"root": str(project), "steps": steps, "fact_token": token}
+    httpx.post(f"{endpoint}/_configure", json=script, timeout=10).raise_for_status()
+    environ: Mapping[str, str] = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(work),
+        "CODEX_HOME": str(home),
+        KEY_ENV: "scripted-" + secrets.token_hex(8),
+    }
+    last = work / "last-message.txt"
+    argv = [str(CODEX), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
+            "--output-last-message", str(last), PROMPT]  # fmt: skip
+    done = subprocess.run(
+        argv,
+        cwd=project,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+    answer = last.read_text() if last.exists() else ""
+    records = httpx.get(f"{endpoint}/_records", timeout=10).json()
+    result = {"is_error": done.returncode != 0, "result": answer}
+    return Session(done.returncode, result, records, token, done.stderr[-2000:], PRICES)
+
+
+def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:
+    """`factrail serve` (a real process) in front of the endpoint under OpenAI's prices: its
+    `/v1` URL and process."""
+    unused_anthropic = f"http://127.0.0.1:{free_port()}"
+    return start_factrail(
+        f"{endpoint}/v1",
+        home,
+        FACTRAIL_ANTHROPIC_UPSTREAM_URL=unused_anthropic,
+        FACTRAIL_PRICE_PROFILE="openai",
+        FACTRAIL_TRIGGER_TOKENS=str(trigger),
+        FACTRAIL_REARM_TOKENS="0",
+        FACTRAIL_READ_TIMEOUT_S="60",
+        **env,
+    )

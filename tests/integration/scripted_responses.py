@@ -1,0 +1,358 @@
+"""A scripted OpenAI Responses endpoint that validates requests and bills like OpenAI's cache.
+
+For `tests/integration/test_codex_bill.py` and `bench/codex_bill.py`: a real client (the Codex
+CLI, `wire_api = "responses"`) runs a deterministic tool loop against it, direct or through
+factrail. The twin of `scripted_anthropic.py` for the other wire format and the other cache.
+
+- **Validation**, as the API would (`validate`): a model, an `input` list of known item types,
+  string `arguments` on every `function_call`, every `function_call_output` answering an earlier
+  `function_call` and every `function_call` answered, call ids unique. A bad request gets a 400
+  in OpenAI's error shape and is counted (`rejected`).
+- **The prompt cache** (`PrefixCache`), as OpenAI's automatic one: per model and
+  `prompt_cache_key`, a request reads the longest prefix of `instructions`, tools and input
+  items (whole items, serialised) that an earlier request held, counted only from
+  `MIN_CACHED` tokens and in steps of `CACHE_STEP`; every prefix of a request is cached for
+  `TTL_S` from its last use. Usage: `input_tokens`, `input_tokens_details.cached_tokens`,
+  `output_tokens`, streamed (SSE, in `response.completed`) or not. Tokens: an item's JSON in
+  chars / 4, rounded up (`scripted_anthropic.meter`).
+- **The script** (`POST /_configure` with `root`, `steps`, `fact_token`): the main session (a
+  request with an `exec_command` tool) is answered step by step, by how many tool outputs it
+  holds: step 0 reads the notes file holding the planted fact, later steps `cat` the generated
+  build logs and modules (`scripted_anthropic.write_project`), the last one greps for the fact's
+  token; after `steps` calls the answer quotes the fact as found in any tool output of the
+  request it was sent, or, when it is out of sight (its read became a re-run note), the agent
+  re-runs the read once, as the note says, and answers from that. Other requests get a short
+  text answer.
+
+`GET /_records`: one record per request, without its body (usage, kind, step, the first input
+item that differs from the previous main request, whether the planted line was in any tool
+output, whether the agent re-ran the read). `POST /_reset` forgets records and cache. Run:
+`uvicorn tests.integration.scripted_responses:app`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.integration.fakes import json_response
+from tests.integration.scripted_anthropic import FACT_PREFIX, MAX_STEPS, fact_line, meter
+
+MIN_CACHED = 1024
+"""OpenAI caches prompts from 1,024 tokens on."""
+CACHE_STEP = 128
+"""Past the first 1,024 tokens, cache hits grow in steps of 128 tokens."""
+TTL_S = 600.0
+"""A cached prefix lives five to ten minutes after its last use; the longer end here."""
+MAIN_TOOL = "exec_command"
+ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+
+
+# -- the script --------------------------------------------------------------------------------
+
+
+def command(step: int, steps: int, token: str) -> str:
+    """The shell command of `step` (0 < `steps`)."""
+    if step == 0:
+        return "cat notes/release.md"
+    if step == steps - 1:
+        return f"grep -c {token} notes/release.md logs/*.log || true"
+    i = (step + 1) // 2
+    return f"cat logs/build_{i}.log" if step % 2 else f"cat src/module_{i}.py"
+
+
+# -- request structure ---------------------------------------------------------------------------
+
+
+class Invalid(Exception):
+    """The request would be a 400 `invalid_request_error` at the provider."""
+
+
+def _items(body: dict[str, Any]) -> list[Any]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    return raw if isinstance(raw, list) else []
+
+
+def _kind(item: Any) -> str:
+    """An input item's type (a bare `{"role", "content"}` is a message)."""
+    if not isinstance(item, dict):
+        return ""
+    kind = item.get("type")
+    return kind if isinstance(kind, str) else ("message" if "role" in item else "")
+
+
+def validate(body: Any) -> None:
+    """Raise `Invalid` where the API would answer 400."""
+    if not isinstance(body, dict):
+        raise Invalid("body: expected an object")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise Invalid("Missing required parameter: 'model'.")
+    raw = body.get("input")
+    if not isinstance(raw, str | list):
+        raise Invalid("Invalid type for 'input': expected a string or an array of items.")
+    called: set[str] = set()
+    answered: set[str] = set()
+    for k, item in enumerate(_items(body)):
+        kind = _kind(item)
+        where = f"input[{k}]"
+        if kind not in ITEM_TYPES:
+            raise Invalid(f"Invalid value for '{where}.type': {kind!r}.")
+        if kind == "message":
+            content = item.get("content")
+            if not isinstance(content, str | list) or item.get("role") not in (
+                "user", "assistant", "system", "developer"
+            ):  # fmt: skip
+                raise Invalid(f"Invalid '{where}': a message needs a role and content.")
+        if kind in ("function_call", "function_call_output"):
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise Invalid(f"Missing required parameter: '{where}.call_id'.")
+            if kind == "function_call":
+                if not isinstance(item.get("arguments"), str):
+                    raise Invalid(f"Invalid type for '{where}.arguments': expected a string.")
+                if call_id in called:
+                    raise Invalid(f"Duplicate function call id {call_id!r}.")
+                called.add(call_id)
+            else:
+                if call_id not in called:
+                    raise Invalid(
+                        f"No tool call found for function call output with call_id {call_id}."
+                    )
+                if not isinstance(item.get("output"), str | list):
+                    raise Invalid(f"Invalid type for '{where}.output'.")
+                answered.add(call_id)
+    missing = sorted(called - answered)
+    if missing:
+        raise Invalid(f"No tool output found for function call {missing[0]}.")
+
+
+# -- the prompt cache ----------------------------------------------------------------------------
+
+
+def blocks(body: dict[str, Any]) -> list[bytes]:
+    """The request as the cache sees it, in order: instructions, tools, input items."""
+    out = []
+    if body.get("instructions"):
+        out.append(b"instructions|" + orjson.dumps(body["instructions"]))
+    tools = body.get("tools") or []
+    out.extend(b"tool|" + orjson.dumps(t, option=orjson.OPT_SORT_KEYS) for t in tools)
+    out.extend(b"item|" + orjson.dumps(i, option=orjson.OPT_SORT_KEYS) for i in _items(body))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    cached_tokens: int
+
+
+class PrefixCache:
+    """Cached prefixes by (model, cache key, prefix hash), each with its expiry."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.entries: dict[tuple[str, str, bytes], float] = {}
+        self.clock = clock
+
+    def bill(self, model: str, key: str, raw: list[bytes]) -> Usage:
+        now = self.clock()
+        total = hit = 0
+        prefix = b""
+        for block in raw:
+            prefix = hashlib.blake2b(prefix + block, digest_size=16).digest()
+            total += meter(block)
+            entry = (model, key, prefix)
+            if self.entries.get(entry, 0.0) > now:
+                hit = total  # every prefix of a cached prefix is cached too
+            self.entries[entry] = now + TTL_S
+        cached = 0 if hit < MIN_CACHED else hit - (hit - MIN_CACHED) % CACHE_STEP
+        return Usage(total, cached)
+
+
+# -- the endpoint --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Script:
+    root: str = ""
+    steps: int = 0
+    fact_token: str = ""
+
+
+SCRIPT = Script()
+CACHE = PrefixCache()
+RECORDS: list[dict[str, Any]] = []
+_KEEP_BODY = 200_000
+"""A rejected request's record keeps this much of its body, to say why."""
+_LAST_MAIN: list[bytes] = []
+
+
+def _error(status: int, message: str) -> Response:
+    body = {"error": {"message": message, "type": "invalid_request_error", "param": None,
+                      "code": None}}  # fmt: skip
+    return json_response(body, status, {"x-request-id": "req_scripted_error"})
+
+
+def _is_main(body: dict[str, Any]) -> bool:
+    return any(isinstance(t, dict) and t.get("name") == MAIN_TOOL for t in body.get("tools") or [])
+
+
+def _output_text(item: dict[str, Any]) -> str:
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    parts = output if isinstance(output, list) else []
+    return "\n".join(p.get("text", "") for p in parts if isinstance(p, dict))
+
+
+def _call(step: int, cmd: str) -> dict[str, Any]:
+    return {"type": "function_call", "id": f"fc_scripted_{step:03d}", "status": "completed",
+            "call_id": f"call_scripted_{step:03d}", "name": MAIN_TOOL,
+            "arguments": orjson.dumps({"cmd": cmd, "yield_time_ms": 10000}).decode()}  # fmt: skip
+
+
+def _text(text: str, n: int) -> dict[str, Any]:
+    return {"type": "message", "id": f"msg_scripted_{n:04d}", "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+
+
+def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
+    outputs = [i for i in _items(body) if _kind(i) == "function_call_output"]
+    step = len(outputs)
+    record["step"] = step
+    if outputs and SCRIPT.fact_token:
+        line = fact_line(SCRIPT.fact_token)
+        record["fact_kept"] = any(line in _output_text(o) for o in outputs)
+    if step < min(SCRIPT.steps, MAX_STEPS):
+        return [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token))]
+    lines = (ln for o in outputs for ln in _output_text(o).splitlines())
+    found = next((ln for ln in lines if FACT_PREFIX in ln), None)
+    if found is None and step == min(SCRIPT.steps, MAX_STEPS) and outputs:
+        # Not in sight: do what the note in its place says, as an agent would, once.
+        record["recovering"] = True
+        return [_call(step, command(0, SCRIPT.steps, SCRIPT.fact_token))]
+    token = found.split(FACT_PREFIX, 1)[1].split()[0] if found else None
+    record["answered_fact"] = token
+    text = f"The release signing key fingerprint is {token}." if token else "The fact is gone."
+    return [_text(text, record["n"])]
+
+
+def _first_diff(previous: list[bytes], current: list[bytes]) -> int | None:
+    """The first input item of the previous main request this one does not repeat (None: it
+    extends it)."""
+    for k, raw in enumerate(previous):
+        if k >= len(current) or current[k] != raw:
+            return k
+    return None
+
+
+def _event(kind: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
+
+
+async def _stream(response: dict[str, Any]) -> AsyncIterator[bytes]:
+    yield _event("response.created", {"response": {**response, "status": "in_progress",
+                                                   "output": [], "usage": None}})  # fmt: skip
+    for k, item in enumerate(response["output"]):
+        yield _event("response.output_item.added", {"output_index": k, "item": item})
+        if item["type"] == "message":
+            delta = {"output_index": k, "content_index": 0, "item_id": item["id"],
+                     "delta": item["content"][0]["text"]}  # fmt: skip
+            yield _event("response.output_text.delta", delta)
+        yield _event("response.output_item.done", {"output_index": k, "item": item})
+    yield _event("response.completed", {"response": response})
+
+
+async def responses(request: Request) -> Response:
+    raw = await request.body()
+    record: dict[str, Any] = {"n": len(RECORDS), "path": request.url.path}
+    RECORDS.append(record)
+    try:
+        body = orjson.loads(raw)
+        validate(body)
+    except (orjson.JSONDecodeError, Invalid) as e:
+        record.update(status=400, error=str(e), body=raw[:_KEEP_BODY].decode(errors="replace"))
+        return _error(400, str(e))
+    model = body["model"]
+    main = _is_main(body) and SCRIPT.steps > 0
+    key = str(body.get("prompt_cache_key") or "")
+    record.update(status=200, model=model, kind="main" if main else "side",
+                  stream=bool(body.get("stream")), items=len(_items(body)),
+                  prompt_cache_key=key)  # fmt: skip
+    cut = blocks(body)
+    usage = CACHE.bill(model, key, cut)
+    output = _answer_main(body, record) if main else [_text("Bill test session", record["n"])]
+    if main:
+        current = [b for b in cut if b.startswith(b"item|")]
+        record["first_diff"] = _first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
+        record["previous_items"] = len(_LAST_MAIN)
+        _LAST_MAIN[:] = current
+    out_tokens = sum(meter(orjson.dumps(i)) for i in output)
+    record.update(input_tokens=usage.input_tokens - usage.cached_tokens,
+                  cache_read=usage.cached_tokens, output_tokens=out_tokens)  # fmt: skip
+    response = {
+        "id": f"resp_scripted_{record['n']:04d}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "usage": {
+            "input_tokens": usage.input_tokens,
+            "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "output_tokens": out_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": usage.input_tokens + out_tokens,
+        },
+    }
+    headers = {"x-request-id": f"req_scripted_{record['n']:04d}"}
+    if body.get("stream"):
+        return StreamingResponse(_stream(response), media_type="text/event-stream", headers=headers)
+    return json_response(response, headers=headers)
+
+
+async def configure(request: Request) -> Response:
+    """Set the script (`root`, `steps`, `fact_token`) and forget everything before it."""
+    data = orjson.loads(await request.body())
+    SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
+    SCRIPT.fact_token = str(data["fact_token"])
+    await reset(request)
+    return json_response({})
+
+
+async def records(request: Request) -> Response:
+    return json_response(RECORDS)
+
+
+async def reset(request: Request) -> Response:
+    RECORDS.clear()
+    CACHE.entries.clear()
+    _LAST_MAIN.clear()
+    return json_response({})
+
+
+async def other(request: Request) -> Response:
+    RECORDS.append({"n": len(RECORDS), "path": request.url.path, "status": 404, "kind": "other"})
+    return _error(404, f"{request.method} {request.url.path}")
+
+
+app = Starlette(
+    routes=[
+        Route("/v1/responses", responses, methods=["POST"]),
+        Route("/_configure", configure, methods=["POST"]),
+        Route("/_records", records),
+        Route("/_reset", reset, methods=["POST"]),
+        Route("/{path:path}", other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
+    ]
+)

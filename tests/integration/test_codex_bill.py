@@ -1,0 +1,122 @@
+"""The bill of a second real client: the Codex CLI (pinned in `plugin/`) runs one scripted tool
+loop over the Responses API, direct against a scripted endpoint that bills like OpenAI's prompt
+cache and once through `factrail serve`; both sessions are priced from the endpoint's own usage
+records under OpenAI's prices for the model (cached input 0.1 of uncached). See
+`bench/codex_bill.py` for the same figures printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.claude_code import Session, counters
+from tests.integration.codex import CODEX, run_session, start_gateway
+from tests.integration.processes import metric_total, start_fake, stop
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        not CODEX.exists(), reason="Codex CLI not installed: run `make node-deps` (needs npm)"
+    ),
+]
+
+TRIGGER = 44_000
+SHORT, ONCE, LONG = 16, 22, 40
+"""Tool calls per session: below the trigger, past it once near the end, past it many times."""
+ROUTE = "responses"
+
+
+@dataclass
+class Stack:
+    endpoint: str
+    gateway: str
+    work: Path
+    runs: int = 0
+
+    def pair(self, steps: int) -> tuple[Session, Session, dict[str, float]]:
+        """The session direct, then through factrail, and factrail's counters for the latter."""
+        self.runs += 1
+        before = counters(self.gateway.removesuffix("/v1"), ROUTE)
+        direct_url = f"{self.endpoint}/v1"
+        direct = run_session(self.endpoint, direct_url, steps, self.work / f"{self.runs}-a")
+        through = run_session(self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b")
+        after = counters(self.gateway.removesuffix("/v1"), ROUTE)
+        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
+              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
+        return direct, through, delta
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("codex")
+    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
+    try:
+        gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
+        try:
+            yield Stack(endpoint, gateway, work)
+        finally:
+            stop(proxy)
+    finally:
+        stop(fake)
+
+
+def completed(session: Session, steps: int) -> None:
+    """Codex finished, every request was valid, one request per tool call and the answer, and
+    the fact planted in the first output reached the answer without a re-read."""
+    assert session.returncode == 0, session.stderr
+    assert session.rejected == [], session.rejected
+    assert len(session.main) == steps + 1
+    last = session.main[-1]
+    assert last["fact_kept"] is True
+    assert last["answered_fact"] == session.token
+    assert session.token in session.result["result"]
+
+
+def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(SHORT)
+    completed(direct, SHORT)
+    completed(through, SHORT)
+    assert factrail.get("compactions", 0) == 0
+    assert factrail.get("passthrough", 0) == SHORT + 1
+    assert through.billed == direct.billed
+
+
+def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(LONG)
+    completed(direct, LONG)
+    completed(through, LONG)
+    assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
+    assert through.billed < 0.9 * direct.billed
+    # Between compactions every request extends the one before it: the cache reads on.
+    changed = [r for r in through.main if r.get("first_diff") is not None]
+    assert len(changed) == factrail["compacted"]
+
+
+def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
+    direct, through, factrail = stack.pair(ONCE)
+    completed(direct, ONCE)
+    completed(through, ONCE)
+    assert factrail["compacted"] == 1
+    assert through.billed <= direct.billed
+
+
+def test_sessions_that_end_on_the_last_event_leave_the_gateway_answering(stack: Stack) -> None:
+    """Codex drops its connection as soon as it reads `response.completed`. The relay used to
+    cancel itself natively then, and when that landed while the finished upstream was being
+    closed it cut httpcore's hand-back of the connection short: a race most sessions lost,
+    and after four such leaks a gateway answered everything with 504s (in one run, the
+    fifth session hung). Five sessions through one gateway complete and factrail answers
+    none with a 5xx. A race, so this can pass on the old code too; the deterministic check
+    is in `tests/app/test_relay.py` (a client leaving as the stream ends)."""
+    while stack.runs < 5:
+        _, through, _ = stack.pair(SHORT)
+        completed(through, SHORT)
+    metrics = httpx.get(f"{stack.gateway.removesuffix('/v1')}/metrics", timeout=10).text
+    assert metric_total(metrics, "factrail_requests_total", route=ROUTE) >= 5 * (SHORT + 1)
+    assert metric_total(metrics, "factrail_requests_total", status_class="5xx") == 0
