@@ -12,6 +12,11 @@ uncached and cached tokens, the cached share, the billed token-units, the ratio 
 whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at).
 
     .venv/bin/python bench/codex_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
+        [--reasoning]
+
+`--reasoning`: every answer starts with an opaque reasoning item (`encrypted_content`), as a
+reasoning model's do; Codex sends them back and the endpoint rejects a request where one is
+not right before the call or answer it produced.
 """
 
 from __future__ import annotations
@@ -50,7 +55,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", default="22,40", help="tool calls per session (comma list)")
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
+    parser.add_argument("--reasoning", action="store_true", help="answers carry reasoning items")
     args = parser.parse_args()
+    script = {"reasoning": args.reasoning}
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)
         return 2
@@ -64,12 +71,12 @@ def main() -> int:
             gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
         print(HEADER)
         for n in steps:
-            direct = run_session(endpoint, f"{endpoint}/v1", n, work / f"{n}-d{0:06d}")
+            direct = run_session(endpoint, f"{endpoint}/v1", n, work / f"{n}-d{0:06d}", script)
             print(row(n, "direct", direct, "-", direct.billed), flush=True)
             for trigger, gateway, _ in gateways:
                 root = gateway.removesuffix("/v1")
                 before = counters(root, "responses")
-                through = run_session(endpoint, gateway, n, work / f"{n}-t{trigger:06d}")
+                through = run_session(endpoint, gateway, n, work / f"{n}-t{trigger:06d}", script)
                 done = counters(root, "responses").get("compactions", 0)
                 done -= before.get("compactions", 0)
                 route = f"factrail T={trigger // 1000}k"

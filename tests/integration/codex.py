@@ -45,17 +45,24 @@ def config(base_url: str) -> str:
     )
 
 
-def run_session(endpoint: str, base_url: str, steps: int, work: Path) -> Session:
+def run_session(
+    endpoint: str,
+    base_url: str,
+    steps: int,
+    work: Path,
+    script: Mapping[str, Any] | None = None,
+) -> Session:
     """Script `steps` tool calls on the endpoint (root URL), write the project they read under
-    `work`, and run `codex exec` there against `base_url` (the endpoint's or factrail's `/v1`)."""
+    `work`, and run `codex exec` there against `base_url` (the endpoint's or factrail's `/v1`);
+    `script` is added to the endpoint's script (`reasoning`)."""
     project, home = work / "project", work / "codex-home"
     project.mkdir(parents=True)
     home.mkdir()
     (home / "config.toml").write_text(config(base_url))
     token = fact_token()
     write_project(project, steps, token)
-    script: dict[str, Any] = {"root": str(project), "steps": steps, "fact_token": token}
-    httpx.post(f"{endpoint}/_configure", json=script, timeout=10).raise_for_status()
+    configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
+    httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
     environ: Mapping[str, str] = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(work),

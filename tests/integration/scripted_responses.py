@@ -21,8 +21,10 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   build logs and modules (`scripted_anthropic.write_project`), the last one greps for the fact's
   token; after `steps` calls the answer quotes the fact as found in any tool output of the
   request it was sent, or, when it is out of sight (its read became a re-run note), the agent
-  re-runs the read once, as the note says, and answers from that. Other requests get a short
-  text answer.
+  re-runs the read once, as the note says, and answers from that; with `reasoning`, every
+  answer starts with an opaque reasoning item (`encrypted_content`), which must come back
+  right before the call or answer it produced (`validate`). Other requests get a short text
+  answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, the first input
 item that differs from the previous main request, whether the planted line was in any tool
@@ -135,6 +137,21 @@ def validate(body: Any) -> None:
     missing = sorted(called - answered)
     if missing:
         raise Invalid(f"No tool output found for function call {missing[0]}.")
+    items = _items(body)
+    for k, item in enumerate(items):
+        if _kind(item) == "reasoning":
+            following = items[k + 1] if k + 1 < len(items) else None
+            if not _produced_with(following):
+                raise Invalid(
+                    f"Item '{item.get('id')}' of type 'reasoning' was provided without its "
+                    "required following item."
+                )
+
+
+def _produced_with(item: Any) -> bool:
+    """Whether `item` can follow a reasoning item: the call or answer that reasoning produced."""
+    kind = _kind(item)
+    return kind == "function_call" or (kind == "message" and item.get("role") == "assistant")
 
 
 # -- the prompt cache ----------------------------------------------------------------------------
@@ -187,6 +204,7 @@ class Script:
     root: str = ""
     steps: int = 0
     fact_token: str = ""
+    reasoning: bool = False
 
 
 SCRIPT = Script()
@@ -227,10 +245,25 @@ def _text(text: str, n: int) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
 
 
+def _reasoning(n: int) -> dict[str, Any]:
+    """An opaque reasoning item, as a reasoning model returns with `reasoning.encrypted_content`
+    included: the client sends it back, and it must stay right before the item it produced."""
+    sealed = hashlib.sha256(f"reasoning {n}".encode()).hexdigest() * 8
+    return {"type": "reasoning", "id": f"rs_scripted_{n:04d}", "summary": [],
+            "encrypted_content": "gAAAAA" + sealed}  # fmt: skip
+
+
 def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
     outputs = [i for i in _items(body) if _kind(i) == "function_call_output"]
     step = len(outputs)
     record["step"] = step
+    sent = [i for i in _items(body) if _kind(i) == "reasoning"]
+    record["reasoning_sent"] = len(sent)
+    record["reasoning_altered"] = sum(
+        1
+        for i in sent
+        if i.get("encrypted_content") != _reasoning(int(i["id"][-4:]))["encrypted_content"]
+    )
     if outputs and SCRIPT.fact_token:
         line = fact_line(SCRIPT.fact_token)
         record["fact_kept"] = any(line in _output_text(o) for o in outputs)
@@ -293,6 +326,8 @@ async def responses(request: Request) -> Response:
     cut = blocks(body)
     usage = CACHE.bill(model, key, cut)
     output = _answer_main(body, record) if main else [_text("Bill test session", record["n"])]
+    if main and SCRIPT.reasoning:
+        output = [_reasoning(record["n"]), *output]
     if main:
         current = [b for b in cut if b.startswith(b"item|")]
         record["first_diff"] = _first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
@@ -323,10 +358,12 @@ async def responses(request: Request) -> Response:
 
 
 async def configure(request: Request) -> Response:
-    """Set the script (`root`, `steps`, `fact_token`) and forget everything before it."""
+    """Set the script (`root`, `steps`, `fact_token`; `reasoning`) and forget everything
+    before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
+    SCRIPT.reasoning = bool(data.get("reasoning", False))
     await reset(request)
     return json_response({})
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -38,13 +39,19 @@ class Stack:
     work: Path
     runs: int = 0
 
-    def pair(self, steps: int) -> tuple[Session, Session, dict[str, float]]:
-        """The session direct, then through factrail, and factrail's counters for the latter."""
+    def pair(
+        self, steps: int, script: dict[str, Any] | None = None
+    ) -> tuple[Session, Session, dict[str, float]]:
+        """The session direct, then through factrail, and factrail's counters for the latter
+        (`script`: added to the endpoint's script)."""
         self.runs += 1
         before = counters(self.gateway.removesuffix("/v1"), ROUTE)
-        direct_url = f"{self.endpoint}/v1"
-        direct = run_session(self.endpoint, direct_url, steps, self.work / f"{self.runs}-a")
-        through = run_session(self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b")
+        direct = run_session(
+            self.endpoint, f"{self.endpoint}/v1", steps, self.work / f"{self.runs}-a", script
+        )
+        through = run_session(
+            self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b", script
+        )
         after = counters(self.gateway.removesuffix("/v1"), ROUTE)
         delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
         print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
@@ -104,6 +111,23 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
     completed(through, ONCE)
     assert factrail["compacted"] == 1
     assert through.billed <= direct.billed
+
+
+def test_reasoning_items_go_back_untouched_and_each_before_the_item_it_produced(
+    stack: Stack,
+) -> None:
+    """A reasoning model's answers start with an opaque reasoning item that the client sends
+    back; the API rejects a request where one is not right before the call or answer it
+    produced. Through several compactions every request stays valid and every reasoning item
+    goes upstream byte for byte."""
+    direct, through, factrail = stack.pair(LONG, {"reasoning": True})
+    completed(direct, LONG)
+    completed(through, LONG)
+    assert factrail["compactions"] >= 2
+    last = through.main[-1]
+    assert last["reasoning_sent"] == LONG
+    assert all(r["reasoning_altered"] == 0 for r in through.main)
+    assert through.billed < direct.billed
 
 
 def test_sessions_that_end_on_the_last_event_leave_the_gateway_answering(stack: Stack) -> None:
