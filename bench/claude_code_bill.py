@@ -11,10 +11,11 @@ uncached / cache-write / cache-read tokens, the cache-read share, the billed tok
 ratio to direct, and whether the planted line reached the upstream in the last request.
 
     .venv/bin/python bench/claude_code_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
-        [--writes N]
+        [--writes N] [--thinking]
 
 `--writes N`: every Nth call from the second on `Write`s a generated module of about 6 KB
-instead of reading (the scripted endpoint's `writes`).
+instead of reading (the scripted endpoint's `writes`). `--thinking`: every answer starts with a
+signed thinking block, which Claude Code sends back and the endpoint checks byte for byte.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def main() -> int:
     parser.add_argument(
         "--writes", type=int, default=0, help="every Nth call writes a 6 KB module (0: none)"
     )
+    parser.add_argument("--thinking", action="store_true", help="answers carry thinking blocks")
     args = parser.parse_args()
     if not CLAUDE.exists():
         print(f"{CLAUDE} is missing: run `make node-deps`", file=sys.stderr)
@@ -76,7 +78,7 @@ def main() -> int:
             gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
         print(HEADER)
         for n in steps:
-            script = {"writes": args.writes}
+            script = {"writes": args.writes, "thinking": args.thinking}
             direct = run_session(endpoint, endpoint, n, work / f"{n}-d{0:06d}", script=script)
             print(row(n, "direct", direct, "-", direct.billed), flush=True)
             for trigger, gateway, _ in gateways:

@@ -25,7 +25,10 @@ For `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`
   fenced call of the plugin's end-to-end test); with `writes` (N), every Nth step from the second
   `Write`s a generated module of about 6 KB instead; when the fact is out of sight (its read became
   a re-run note) it re-runs the read once, as the note says, and answers from that, or says it
-  is gone. Side calls (titles, quota checks, other models) get a short text answer.
+  is gone; with `thinking`, every answer starts with a signed thinking block, and a request
+  holding one whose signature does not match its text (a block changed in any byte) is
+  rejected, as the API does. Side calls (titles, quota checks, other models) get a short text
+  answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, where it first
 differs from the previous main request, markers, whether the planted line was in any tool
@@ -121,6 +124,18 @@ def tool_call(
     if step % 2:
         return "Bash", {"command": f"cat logs/build_{i}.log", "description": f"Build log {i}"}
     return "Read", {"file_path": f"{root}/src/module_{i}.py"}
+
+
+def sign(thinking: str) -> str:
+    """The scripted signature of a thinking block's text (the API checks its own the same way:
+    a block changed in any byte is rejected)."""
+    return hashlib.sha256(b"scripted thinking|" + thinking.encode()).hexdigest()
+
+
+def thinking_block(step: int) -> dict[str, Any]:
+    """The signed thinking block an answer of `step` starts with (`Script.thinking`)."""
+    text = f"Step {step}: the notes hold the key; read on and keep what each file says in mind."
+    return {"type": "thinking", "thinking": text, "signature": sign(text)}
 
 
 # -- request structure ---------------------------------------------------------------------------
@@ -236,6 +251,12 @@ def validate(body: Any) -> None:
                 f"{stray or results}. Each `tool_result` block must have a corresponding "
                 "`tool_use` block in the previous message."
             )
+    for k, m in enumerate(messages):
+        for j, block in enumerate(_blocks(m["content"])):
+            if block.get("type") == "thinking" and block.get("signature") != sign(
+                str(block.get("thinking", ""))
+            ):
+                raise Invalid(f"messages.{k}.content.{j}: Invalid `signature` in `thinking` block")
     marks = _request_marks(body)
     if len(marks) > MAX_MARKS:
         raise Invalid(f"A maximum of {MAX_MARKS} blocks with cache_control may be provided. "
@@ -367,6 +388,7 @@ class Script:
     fenced: str = ""
     fenced_step: int = -1
     writes: int = 0
+    thinking: bool = False
 
 
 SCRIPT = Script()
@@ -477,6 +499,10 @@ async def _stream(message: dict[str, Any]) -> AsyncIterator[bytes]:
             half = len(block["text"]) // 2
             parts = (block["text"][:half], block["text"][half:])
             deltas = [{"type": "text_delta", "text": t} for t in parts]
+        elif block["type"] == "thinking":
+            opened = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": block["thinking"]},
+                      {"type": "signature_delta", "signature": block["signature"]}]  # fmt: skip
         else:
             opened = {**block, "input": {}}
             raw = orjson.dumps(block["input"]).decode()
@@ -517,6 +543,14 @@ async def messages(request: Request) -> Response:
     content = (
         _answer_main(body, record) if main else [{"type": "text", "text": "Bill test session"}]
     )
+    if main and SCRIPT.thinking:
+        content = [thinking_block(record.get("step", 0)), *content]
+        record["thinking_sent"] = sum(
+            1
+            for m in body["messages"]
+            for b in _blocks(m["content"])
+            if b.get("type") == "thinking"
+        )
     if main:
         current = [_message_json(m) for m in body["messages"]]
         record["first_diff"] = _first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
@@ -552,14 +586,15 @@ async def messages(request: Request) -> Response:
 
 
 async def configure(request: Request) -> Response:
-    """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`, `writes`) and
-    forget everything before it."""
+    """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`, `writes`,
+    `thinking`) and forget everything before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
     SCRIPT.fenced = str(data.get("fenced", ""))
     SCRIPT.fenced_step = int(data.get("fenced_step", -1))
     SCRIPT.writes = int(data.get("writes", 0))
+    SCRIPT.thinking = bool(data.get("thinking", False))
     await reset(request)
     return json_response({})
 

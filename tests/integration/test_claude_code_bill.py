@@ -145,3 +145,16 @@ def test_a_session_that_writes_files_sends_its_old_writes_briefed_and_keeps_them
         step = int(path.stem.rsplit("_", 1)[1])
         assert path.read_text() == written_module(step)
     assert through.billed < direct.billed
+
+
+def test_signed_thinking_blocks_go_back_unchanged_through_compactions(stack: Stack) -> None:
+    """Every answer starts with a signed thinking block, which Claude Code sends back and the
+    endpoint rejects if any byte of it changed (as the API checks its signature). Through
+    several compactions every request stays valid, every thinking block is still there, and
+    the session costs less than direct."""
+    direct, through, factrail = stack.pair(LONG, {"thinking": True})
+    completed(direct)
+    completed(through)
+    assert factrail["compactions"] >= 2
+    assert through.main[-1]["thinking_sent"] == direct.main[-1]["thinking_sent"] == LONG
+    assert through.billed < direct.billed
