@@ -18,12 +18,13 @@ from fastapi import FastAPI
 from app.engine import Engine, build_engine
 from app.logging import configure_logging
 from app.metrics import MULTIPROC_ENV, Metrics
+from app.pool_watch import watch_pool
 from app.proxy import Gateway
 from app.routes import ops
 from app.routes.proxied import ProxiedRoutes
 from app.shutdown import exit_zero_on_sigterm
 from app.sweeper import sweep_outputs
-from app.upstream import make_client
+from app.upstream import make_client, pool_of
 from factrail import __version__
 from factrail.core import kernels
 from factrail.judges import configured_judge, make_judge
@@ -117,18 +118,20 @@ def create_app(
         app.state.gateway = Gateway(cfg, metrics, http, engine, links=store)
         app.state.state_store = store
         app.state.outputs = saved
-        sweeper = None
+        tasks = []
         if saved is not None and cfg.outputs_sweep_interval_s > 0:
-            sweeper = asyncio.create_task(
-                sweep_outputs(saved, cfg.outputs_sweep_interval_s, metrics)
+            tasks.append(
+                asyncio.create_task(sweep_outputs(saved, cfg.outputs_sweep_interval_s, metrics))
             )
+        if (pool := pool_of(http)) is not None:
+            tasks.append(asyncio.create_task(watch_pool(pool, metrics)))
         try:
             yield
         finally:
-            if sweeper is not None:
-                sweeper.cancel()
+            for task in tasks:
+                task.cancel()
                 with suppress(asyncio.CancelledError):
-                    await sweeper
+                    await task
             if engine is not None:
                 engine.compactor.close()
             await http.aclose()

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.upstream import PoolState
 from app.usage import Usage
 from factrail import __version__
 from factrail.session import TurnResult
@@ -204,6 +205,14 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
+        self.upstream_connections = Gauge(
+            p + "upstream_connections",
+            "Upstream pool connections: busy, idle, and orphaned (busy with no request in "
+            "flight: lost to the pool, so it should stay 0).",
+            ["state"],
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.build_info = Gauge(
             p + "build_info", "Build information.", ["version"], registry=r, multiprocess_mode="max"
         )
@@ -269,6 +278,13 @@ class Metrics:
         if report.evicted:
             self.outputs_removed.labels("quota").inc(report.evicted)
         self.outputs_bytes.set(report.bytes)
+
+    def record_pool(self, state: PoolState) -> None:
+        """The upstream pool as it stands now."""
+        gauge = self.upstream_connections
+        gauge.labels("busy").set(state.busy)
+        gauge.labels("idle").set(state.idle)
+        gauge.labels("orphaned").set(state.orphaned)
 
     def render(self) -> bytes:
         """The text exposition format: this process's registry, or in multiprocess mode every

@@ -123,10 +123,46 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     def _release(self, shard: int) -> None:
         self.in_flight[shard] -= 1
 
+    def state(self) -> PoolState:
+        """How the shards' connections stand now (shards that are not httpx's own pools, as in
+        tests, count none)."""
+        busy = idle = 0
+        for shard in self.shards:
+            pool = getattr(shard, "_pool", None)
+            for connection in getattr(pool, "connections", ()):
+                if connection.is_closed():
+                    continue
+                if connection.is_idle():
+                    idle += 1
+                else:
+                    busy += 1
+        return PoolState(busy, idle, sum(self.in_flight))
+
     async def aclose(self) -> None:
         """Close every shard's connections."""
         for shard in self.shards:
             await shard.aclose()
+
+
+def pool_of(client: httpx.AsyncClient) -> ShardedTransport | None:
+    """The sharded pool `client` sends through (None: a client built otherwise, as in tests)."""
+    transport = getattr(client, "_transport", None)
+    return transport if isinstance(transport, ShardedTransport) else None
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    """The upstream pool's connections: `busy` (a request or a response on it), `idle` (kept
+    alive for the next), and the requests in flight. A busy connection no request in flight
+    accounts for (`orphaned`) is one the pool lost: it is never used again."""
+
+    busy: int
+    idle: int
+    in_flight: int
+
+    @property
+    def orphaned(self) -> int:
+        return max(0, self.busy - self.in_flight)
 
 
 class _Released(httpx.AsyncByteStream):

@@ -7,6 +7,7 @@ records under OpenAI's prices for the model (cached input 0.1 of uncached). See
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.pool_watch import POOL_WATCH_S
 from tests.integration.claude_code import Session, counters
 from tests.integration.codex import CODEX, run_session, start_gateway
 from tests.integration.processes import metric_total, start_fake, stop
@@ -130,17 +132,19 @@ def test_reasoning_items_go_back_untouched_and_each_before_the_item_it_produced(
     assert through.billed < direct.billed
 
 
-def test_sessions_that_end_on_the_last_event_leave_the_gateway_answering(stack: Stack) -> None:
+def test_sessions_that_end_on_the_last_event_leave_no_connection_lost(stack: Stack) -> None:
     """Codex drops its connection as soon as it reads `response.completed`. The relay used to
     cancel itself natively then, and when that landed while the finished upstream was being
-    closed it cut httpcore's hand-back of the connection short: a race most sessions lost,
-    and after four such leaks a gateway answered everything with 504s (in one run, the
-    fifth session hung). Five sessions through one gateway complete and factrail answers
-    none with a 5xx. A race, so this can pass on the old code too; the deterministic check
-    is in `tests/app/test_relay.py` (a client leaving as the stream ends)."""
+    closed it cut httpcore's hand-back of the connection short: nearly every session lost one,
+    and after four a gateway answered everything with 504s. Five sessions through one gateway
+    complete, factrail answers none with a 5xx, and its pool gauge shows no connection lost
+    (on the old relay it read 1 after the first session and 3 after the second)."""
     while stack.runs < 5:
         _, through, _ = stack.pair(SHORT)
         completed(through, SHORT)
+    time.sleep(POOL_WATCH_S + 0.5)  # one refresh of the pool gauges after the last session
     metrics = httpx.get(f"{stack.gateway.removesuffix('/v1')}/metrics", timeout=10).text
     assert metric_total(metrics, "factrail_requests_total", route=ROUTE) >= 5 * (SHORT + 1)
     assert metric_total(metrics, "factrail_requests_total", status_class="5xx") == 0
+    assert metric_total(metrics, "factrail_upstream_connections", state="idle") >= 1
+    assert metric_total(metrics, "factrail_upstream_connections", state="orphaned") == 0
