@@ -70,6 +70,7 @@ path runs when it starts.
             "context_windows",
             "rearm_tokens",
             "price_profile",
+            "payback_horizon",
             "cache_ttl_s",
             "cache_mark",
             "preserve_recent",

@@ -62,6 +62,35 @@ async def test_a_soft_line_compaction_waits_until_it_pays_back() -> None:
     assert free.decision == "pays"
 
 
+@pytest.mark.parametrize(("turns", "horizon", "decision"), [
+    (18, 1.0, "pays"), (18, 0.5, "waits"), (12, 1.0, "waits"), (12, 2.0, "pays"),
+])  # fmt: skip
+async def test_the_payback_horizon_is_how_many_more_turns_the_gate_bets_on(
+    turns: int, horizon: float, decision: str
+) -> None:
+    """The gate bets a session goes on for `payback_horizon` times the turns it has had: a
+    compaction that pays back on that bet runs, else it waits."""
+    wire = chat(turns)
+    trigger = between_the_lines(wire)
+    clock = Clock()
+    compactor = SessionCompactor(
+        engine_options(
+            trigger_tokens=trigger,
+            trigger_percent=0.0,
+            rearm_tokens=0,
+            price_profile="anthropic",
+            payback_horizon=horizon,
+        ),
+        state=MemoryStateStore(clock),
+        outputs=None,
+        judge=RulesJudge(),
+        clock=clock,
+    )
+    result = await compactor.compact("s", openai_chat.parse(wire))
+    assert result.decision == decision
+    assert result.outcome == ("compacted" if decision == "pays" else "passthrough")
+
+
 async def test_past_the_danger_line_it_always_runs() -> None:
     """Danger: halfway from the trigger to the window, or a fifth past the trigger when the
     window is unknown (as here)."""

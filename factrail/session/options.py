@@ -33,6 +33,8 @@ class EngineOptions:
     """Past this idle time the provider's cache is cold and a soft-line compaction is free."""
     keep_tools: tuple[str, ...] = ()
     """Tools whose results stay verbatim, besides the built-in ones."""
+    payback_horizon: float = 1.0
+    """The remaining turns the cost gate bets on, as a multiple of the turns so far."""
     min_cut_chars: int = 0
     """A result is reduced only when that saves at least this many chars (`apply`'s
     `min_cut`)."""

@@ -404,8 +404,9 @@ class SessionCompactor:
         cache is cold; past the danger line it must get the request back under that line (see
         `_relieves`). Short of those, an estimate of the tokens it would invalidate (from the
         first result it could reduce) against those it would stop resending must pay back over
-        the session's expected remaining turns (as many as the transcript has had: a long
-        session is likely to go on), and so must what the rails then actually remove."""
+        the session's expected remaining turns (as many as the transcript has had, times
+        `payback_horizon`: a long session is likely to go on), and so must what the rails then
+        actually remove."""
         if cold(idle, lifetime(self.options.cache_ttl_s, turn.cache_ttl_s)):
             return Gate("cold")
         if self._must(turn):
@@ -418,7 +419,8 @@ class SessionCompactor:
     def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
         `invalidated` once, under the provider's prices."""
-        return pays(invalidated, saved, turn.turns, self._prices(turn))
+        remaining = turn.turns * self.options.payback_horizon
+        return pays(invalidated, saved, remaining, self._prices(turn))
 
     def _prices(self, turn: Turn) -> Prices:
         profile = profile_for(self.options.price_profile, turn.model)
