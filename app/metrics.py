@@ -208,10 +208,16 @@ class Metrics:
         self.upstream_connections = Gauge(
             p + "upstream_connections",
             "Upstream pool connections: busy, idle, and orphaned (busy with no request in "
-            "flight: lost to the pool, so it should stay 0).",
+            "flight: lost to the pool until reclaimed, so it should stay 0).",
             ["state"],
             registry=r,
             multiprocess_mode="livesum",
+        )
+        self.pool_reclaimed = Counter(
+            p + "upstream_connections_reclaimed",
+            "Upstream connections the pool had lost (busy with no request in flight), reclaimed "
+            "by replacing their shard.",
+            registry=r,
         )
         self.build_info = Gauge(
             p + "build_info", "Build information.", ["version"], registry=r, multiprocess_mode="max"

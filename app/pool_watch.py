@@ -1,8 +1,12 @@
-"""The upstream pool's gauges, refreshed every few seconds by one task per gateway process.
+"""The upstream pool's upkeep, every few seconds, by one task per gateway process: reclaim lost
+connections, then refresh the pool's gauges.
 
-A connection the pool lost (busy with no request in flight) is never used again; enough of them
-and every request waits out the pool timeout and fails with a 504. `orphaned` makes that visible
-before it happens (see `app/relay.py` for the one cause found so far, now fixed).
+A connection the pool lost (busy with no request in flight: its close was cut short) is never
+used again; once a shard has lost all of its connections every request sent to it waits out the
+pool timeout and fails with a 504, though the upstream is healthy. The one cause found so far
+(a client leaving as a stream ends, see `app/relay.py`) is fixed; httpcore has open reports of
+others, so the watch replaces any shard holding lost connections while nothing is in flight on
+it (`ShardedTransport.reclaim`), counts them and logs a warning.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from app.upstream import ShardedTransport
 log = logging.getLogger("factrail.app")
 
 POOL_WATCH_S = 5.0
-"""How often the gauges are refreshed."""
+"""How often the pool is looked after."""
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -29,16 +33,20 @@ async def watch_pool(
     *,
     sleep: Sleep = asyncio.sleep,
 ) -> None:
-    """Record the pool's state now, then every `interval_s` seconds, until cancelled; log once
-    when connections are first found orphaned."""
-    warned = False
+    """Reclaim lost connections and record the pool's state now, then every `interval_s`
+    seconds, until cancelled."""
     while True:
-        state = pool.state()
-        metrics.record_pool(state)
-        if state.orphaned and not warned:
-            warned = True
-            log.warning(
-                "%d upstream connections are busy with no request in flight: the pool lost them",
-                state.orphaned,
-            )
+        try:
+            lost = await pool.reclaim()
+        except Exception:
+            log.warning("reclaiming lost upstream connections failed", exc_info=True)
+        else:
+            if lost:
+                metrics.pool_reclaimed.inc(lost)
+                log.warning(
+                    "reclaimed %d upstream connections the pool had lost (busy with no request "
+                    "in flight); please report it",
+                    lost,
+                )
+        metrics.record_pool(pool.state())
         await sleep(interval_s)

@@ -80,9 +80,15 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     gateway's CPU and capped it at a sixth of the upstream's throughput. Shards of
     `POOL_SHARD_CONNECTIONS` keep the same total and cost a few checks each time."""
 
-    def __init__(self, shards: Sequence[httpx.AsyncBaseTransport]) -> None:
-        self.shards = shards
+    def __init__(
+        self,
+        shards: Sequence[httpx.AsyncBaseTransport],
+        remake: Callable[[int], httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
+        self.shards = list(shards)
         self.in_flight = [0] * len(shards)
+        self.remake = remake
+        """Builds shard `i` anew (`reclaim`); None: shards are never replaced."""
 
     @classmethod
     def of(
@@ -92,19 +98,16 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         connection kept `keepalive_expiry` seconds."""
         count = max(1, -(-max_connections // per_shard))
         sizes = [max_connections // count + (i < max_connections % count) for i in range(count)]
-        return cls(
-            [
-                httpx.AsyncHTTPTransport(
-                    limits=httpx.Limits(
-                        max_connections=n,
-                        max_keepalive_connections=n,
-                        keepalive_expiry=keepalive_expiry,
-                    ),
-                    trust_env=False,
-                )
-                for n in sizes
-            ]
-        )
+
+        def shard(i: int) -> httpx.AsyncBaseTransport:
+            limits = httpx.Limits(
+                max_connections=sizes[i],
+                max_keepalive_connections=sizes[i],
+                keepalive_expiry=keepalive_expiry,
+            )
+            return httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+
+        return cls([shard(i) for i in range(count)], shard)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send `request` on the least busy shard."""
@@ -128,20 +131,47 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         tests, count none)."""
         busy = idle = 0
         for shard in self.shards:
-            pool = getattr(shard, "_pool", None)
-            for connection in getattr(pool, "connections", ()):
-                if connection.is_closed():
-                    continue
-                if connection.is_idle():
-                    idle += 1
-                else:
-                    busy += 1
+            shard_busy, shard_idle = _connections(shard)
+            busy += shard_busy
+            idle += shard_idle
         return PoolState(busy, idle, sum(self.in_flight))
+
+    async def reclaim(self) -> int:
+        """Replace every shard that holds busy connections with no request in flight on it (lost
+        to its pool for good: a close cut short) by a new one, and close the old; the number of
+        connections so reclaimed. A shard with a request in flight is left alone."""
+        if self.remake is None:
+            return 0
+        old: list[httpx.AsyncBaseTransport] = []
+        lost = 0
+        for i, shard in enumerate(self.shards):
+            busy, _ = _connections(shard)
+            if busy and not self.in_flight[i]:
+                lost += busy
+                old.append(shard)
+                self.shards[i] = self.remake(i)
+        for shard in old:
+            await shard.aclose()
+        return lost
 
     async def aclose(self) -> None:
         """Close every shard's connections."""
         for shard in self.shards:
             await shard.aclose()
+
+
+def _connections(shard: httpx.AsyncBaseTransport) -> tuple[int, int]:
+    """A shard's open connections: busy (a request or response on it) and idle."""
+    busy = idle = 0
+    pool = getattr(shard, "_pool", None)
+    for connection in getattr(pool, "connections", ()):
+        if connection.is_closed():
+            continue
+        if connection.is_idle():
+            idle += 1
+        else:
+            busy += 1
+    return busy, idle
 
 
 def pool_of(client: httpx.AsyncClient) -> ShardedTransport | None:
@@ -177,9 +207,13 @@ class _Released(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         release, self.release = self.release, None
-        if release is not None:
-            release()
-        await self.stream.aclose()
+        try:
+            await self.stream.aclose()
+        finally:
+            # Only once the connection is handed back: a shard with no request in flight and a
+            # busy connection has lost it (`ShardedTransport.reclaim`).
+            if release is not None:
+                release()
 
 
 def has_dot_segment(path: str) -> bool:
