@@ -21,39 +21,26 @@ signed thinking block, which Claude Code sends back and the endpoint checks byte
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.claude_code import (  # noqa: E402
-    CLAUDE,
-    Session,
-    counters,
-    run_session,
-    start_gateway,
-)
-from tests.integration.processes import start_fake, stop  # noqa: E402
+from bench.bills import compare  # noqa: E402
+from tests.integration.bills import Session  # noqa: E402
+from tests.integration.claude_code import CLAUDE, run_session, start_gateway  # noqa: E402
 
-HEADER = (
-    f"{'calls':>5} {'route':<16} {'reqs':>4} {'bad':>3} {'compact':>7} {'uncached':>8} "
-    f"{'written':>8} {'read':>9} {'read %':>6} {'billed':>9} {'ratio':>6} {'fact':>6}"
+COLUMNS = (
+    ("uncached", 8, lambda s: f"{s.total('input_tokens'):,}"),
+    ("written", 8, lambda s: f"{s.total('cache_creation'):,}"),
+    ("read", 9, lambda s: f"{s.total('cache_read'):,}"),
+    ("read %", 6, lambda s: f"{s.cache_read_share:.1%}"),
 )
 
 
-def row(steps: int, route: str, s: Session, compactions: str, direct: float) -> str:
-    answered = bool(s.main) and s.main[-1].get("answered_fact") == s.token
-    reread = any(r.get("recovering") for r in s.main)
-    fact = ("reread" if reread else "yes") if answered else "NO"
-    return (
-        f"{steps:>5} {route:<16} {len(s.records):>4} {len(s.rejected):>3} {compactions:>7} "
-        f"{s.total('input_tokens'):>8,} {s.total('cache_creation'):>8,} "
-        f"{s.total('cache_read'):>9,} {s.cache_read_share:>6.1%} {s.billed:>9,.0f} "
-        f"{s.billed / direct:>6.3f} {fact:>6}"
-    )
+def run(endpoint: str, url: str, steps: int, work: Path, script: dict[str, object]) -> Session:
+    return run_session(endpoint, url, steps, work, script=script)
 
 
 def main() -> int:
@@ -68,34 +55,17 @@ def main() -> int:
     if not CLAUDE.exists():
         print(f"{CLAUDE} is missing: run `make node-deps`", file=sys.stderr)
         return 2
-    steps = [int(s) for s in args.steps.split(",")]
-    triggers = [int(t) for t in args.triggers.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="factrail-cc-bench-"))
-    endpoint, fake = start_fake("tests.integration.scripted_anthropic:app")
-    gateways = []
-    try:
-        for trigger in triggers:
-            gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
-        print(HEADER)
-        for n in steps:
-            script = {"writes": args.writes, "thinking": args.thinking}
-            direct = run_session(endpoint, endpoint, n, work / f"{n}-d{0:06d}", script=script)
-            print(row(n, "direct", direct, "-", direct.billed), flush=True)
-            for trigger, gateway, _ in gateways:
-                before = counters(gateway)
-                through = run_session(
-                    endpoint, gateway, n, work / f"{n}-t{trigger:06d}", script=script
-                )
-                done = counters(gateway).get("compactions", 0) - before.get("compactions", 0)
-                route = f"factrail T={trigger // 1000}k"
-                print(row(n, route, through, f"{done:.0f}", direct.billed), flush=True)
-                if through.returncode != 0 or direct.returncode != 0:
-                    print(f"  claude exited {direct.returncode} / {through.returncode}")
-    finally:
-        for _, _, proc in gateways:
-            stop(proc)
-        stop(fake)
-        shutil.rmtree(work, ignore_errors=True)
+    compare(
+        "tests.integration.scripted_anthropic:app",
+        run,
+        start_gateway,
+        "messages",
+        COLUMNS,
+        [int(s) for s in args.steps.split(",")],
+        [int(t) for t in args.triggers.split(",")],
+        script={"writes": args.writes, "thinking": args.thinking},
+        prefix="factrail-cc-bench-",
+    )
     return 0
 
 

@@ -22,33 +22,20 @@ not right before the call or answer it produced.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.integration.claude_code import Session, counters  # noqa: E402
+from bench.bills import compare  # noqa: E402
 from tests.integration.codex import CODEX, run_session, start_gateway  # noqa: E402
-from tests.integration.processes import start_fake, stop  # noqa: E402
 
-HEADER = (
-    f"{'calls':>5} {'route':<16} {'reqs':>4} {'bad':>3} {'compact':>7} {'uncached':>9} "
-    f"{'cached':>9} {'cached %':>8} {'billed':>9} {'ratio':>6} {'fact':>6}"
+COLUMNS = (
+    ("uncached", 9, lambda s: f"{s.total('input_tokens'):,}"),
+    ("cached", 9, lambda s: f"{s.total('cache_read'):,}"),
+    ("cached %", 8, lambda s: f"{s.cache_read_share:.1%}"),
 )
-
-
-def row(steps: int, route: str, s: Session, compactions: str, direct: float) -> str:
-    answered = bool(s.main) and s.main[-1].get("answered_fact") == s.token
-    reread = any(r.get("recovering") for r in s.main)
-    fact = ("reread" if reread else "yes") if answered else "NO"
-    return (
-        f"{steps:>5} {route:<16} {len(s.records):>4} {len(s.rejected):>3} {compactions:>7} "
-        f"{s.total('input_tokens'):>9,} {s.total('cache_read'):>9,} "
-        f"{s.cache_read_share:>8.1%} {s.billed:>9,.0f} {s.billed / direct:>6.3f} {fact:>6}"
-    )
 
 
 def main() -> int:
@@ -57,38 +44,21 @@ def main() -> int:
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
     parser.add_argument("--reasoning", action="store_true", help="answers carry reasoning items")
     args = parser.parse_args()
-    script = {"reasoning": args.reasoning}
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)
         return 2
-    steps = [int(s) for s in args.steps.split(",")]
-    triggers = [int(t) for t in args.triggers.split(",")]
-    work = Path(tempfile.mkdtemp(prefix="factrail-codex-bench-"))
-    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
-    gateways = []
-    try:
-        for trigger in triggers:
-            gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
-        print(HEADER)
-        for n in steps:
-            direct = run_session(endpoint, f"{endpoint}/v1", n, work / f"{n}-d{0:06d}", script)
-            print(row(n, "direct", direct, "-", direct.billed), flush=True)
-            for trigger, gateway, _ in gateways:
-                root = gateway.removesuffix("/v1")
-                before = counters(root, "responses")
-                through = run_session(endpoint, gateway, n, work / f"{n}-t{trigger:06d}", script)
-                done = counters(root, "responses").get("compactions", 0)
-                done -= before.get("compactions", 0)
-                route = f"factrail T={trigger // 1000}k"
-                print(row(n, route, through, f"{done:.0f}", direct.billed), flush=True)
-                if through.returncode != 0 or direct.returncode != 0:
-                    print(f"  codex exited {direct.returncode} / {through.returncode}")
-                    print(f"  {through.stderr[-600:] or direct.stderr[-600:]}")
-    finally:
-        for _, _, proc in gateways:
-            stop(proc)
-        stop(fake)
-        shutil.rmtree(work, ignore_errors=True)
+    compare(
+        "tests.integration.scripted_responses:app",
+        run_session,
+        start_gateway,
+        "responses",
+        COLUMNS,
+        [int(s) for s in args.steps.split(",")],
+        [int(t) for t in args.triggers.split(",")],
+        direct=lambda endpoint: f"{endpoint}/v1",
+        script={"reasoning": args.reasoning},
+        prefix="factrail-codex-bench-",
+    )
     return 0
 
 

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from factrail.policy.cost import ANTHROPIC, Prices
+from tests.integration.bills import Session, fact_token
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
 from tests.integration.scripted_anthropic import write_project
 
@@ -40,55 +38,6 @@ def offline_env(home: Path, **extra: str) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         **extra,
     }
-
-
-def fact_token() -> str:
-    """A fresh 12-hex-digit token with a letter and a digit (a hex id to factrail's rules)."""
-    while True:
-        token = secrets.token_hex(6)
-        if re.search(r"[a-f]", token) and re.search(r"\d", token):
-            return token
-
-
-@dataclass
-class Session:
-    """One Claude Code run: its exit code, its JSON result and the endpoint's records of it."""
-
-    returncode: int
-    result: dict[str, Any]
-    records: list[dict[str, Any]]
-    token: str
-    stderr: str = ""
-    prices: Prices = field(default=ANTHROPIC)
-
-    @property
-    def billed(self) -> float:
-        """Input token-units: uncached × 1, cache writes × `write`, cache reads × `cached`."""
-        return float(
-            sum(
-                r.get("input_tokens", 0)
-                + r.get("cache_creation", 0) * self.prices.write
-                + r.get("cache_read", 0) * self.prices.cached
-                for r in self.records
-            )
-        )
-
-    def total(self, key: str) -> int:
-        return sum(int(r.get(key, 0)) for r in self.records)
-
-    @property
-    def rejected(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("status") != 200]
-
-    @property
-    def main(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r.get("kind") == "main"]
-
-    @property
-    def cache_read_share(self) -> float:
-        read = self.total("cache_read")
-        whole = read + self.total("cache_creation") + self.total("input_tokens")
-        return read / whole if whole else 0.0
 
 
 def run_session(
@@ -147,23 +96,6 @@ def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[
         **env,
     )
     return url.removesuffix("/v1"), proc
-
-
-def counters(gateway: str, route: str = "messages") -> dict[str, float]:
-    """factrail's request outcomes on `route` (`/v1/messages`) and its compactions, from
-    `/metrics`."""
-    text = httpx.get(f"{gateway}/metrics", timeout=10).text
-    out: dict[str, float] = {}
-    for m in re.finditer(r"^(factrail_\w+)\{([^}]*)\} (\S+)$", text, re.MULTILINE):
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[2]))
-        if m[1] == "factrail_requests_total" and labels.get("route") == route:
-            key = labels["outcome"]
-        elif m[1] == "factrail_compactions_total":
-            key = "compactions"
-        else:
-            continue
-        out[key] = out.get(key, 0.0) + float(m[3])
-    return out
 
 
 def workdir() -> Path:

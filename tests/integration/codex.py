@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from factrail.policy.cost import prices
-from tests.integration.claude_code import Session, fact_token
+from tests.integration.bills import Session, fact_token
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
 from tests.integration.scripted_anthropic import write_project
 

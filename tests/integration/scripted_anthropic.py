@@ -474,9 +474,9 @@ def _unmarked_message(m: dict[str, Any]) -> dict[str, Any]:
     return {**m, "content": [_unmarked(b) for b in _blocks(m["content"])]}
 
 
-def _first_diff(previous: list[bytes], current: list[bytes]) -> int | None:
-    """The first message of the previous main request this one does not repeat (None: it
-    extends it)."""
+def first_diff(previous: list[bytes], current: list[bytes]) -> int | None:
+    """The first entry (message, input item) of the previous main request this one does not
+    repeat (None: it extends it)."""
     for k, raw in enumerate(previous):
         if k >= len(current) or current[k] != raw:
             return k
@@ -553,7 +553,7 @@ async def messages(request: Request) -> Response:
         )
     if main:
         current = [_message_json(m) for m in body["messages"]]
-        record["first_diff"] = _first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
+        record["first_diff"] = first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
         record["previous_messages"] = len(_LAST_MAIN)
         _LAST_MAIN[:] = current
         LAST_BODY[:] = [raw]

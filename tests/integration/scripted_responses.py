@@ -47,7 +47,13 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.integration.fakes import json_response
-from tests.integration.scripted_anthropic import FACT_PREFIX, MAX_STEPS, fact_line, meter
+from tests.integration.scripted_anthropic import (
+    FACT_PREFIX,
+    MAX_STEPS,
+    fact_line,
+    first_diff,
+    meter,
+)
 
 MIN_CACHED = 1024
 """OpenAI caches prompts from 1,024 tokens on."""
@@ -281,15 +287,6 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     return [_text(text, record["n"])]
 
 
-def _first_diff(previous: list[bytes], current: list[bytes]) -> int | None:
-    """The first input item of the previous main request this one does not repeat (None: it
-    extends it)."""
-    for k, raw in enumerate(previous):
-        if k >= len(current) or current[k] != raw:
-            return k
-    return None
-
-
 def _event(kind: str, data: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **data}) + b"\n\n"
 
@@ -330,7 +327,7 @@ async def responses(request: Request) -> Response:
         output = [_reasoning(record["n"]), *output]
     if main:
         current = [b for b in cut if b.startswith(b"item|")]
-        record["first_diff"] = _first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
+        record["first_diff"] = first_diff(_LAST_MAIN, current) if _LAST_MAIN else None
         record["previous_items"] = len(_LAST_MAIN)
         _LAST_MAIN[:] = current
     out_tokens = sum(meter(orjson.dumps(i)) for i in output)

@@ -6,14 +6,14 @@ cache write 1.25, cache read 0.1). See `bench/claude_code_bill.py` for the same 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.claude_code import CLAUDE, Session, counters, run_session, start_gateway
+from tests.integration.bills import Pairs, Session
+from tests.integration.claude_code import CLAUDE, run_session, start_gateway
 from tests.integration.processes import start_fake, stop
 from tests.integration.scripted_anthropic import written_module
 
@@ -29,41 +29,18 @@ SHORT, ONCE, LONG = 16, 22, 40
 """Tool calls per session: below the trigger, past it once near the end, past it many times."""
 
 
-@dataclass
-class Stack:
-    endpoint: str
-    gateway: str
-    work: Path
-    runs: int = 0
-
-    def pair(
-        self, steps: int, script: dict[str, Any] | None = None
-    ) -> tuple[Session, Session, dict[str, float]]:
-        """The session direct, then through factrail, and factrail's counters for the latter
-        (`script`: added to the endpoint's script)."""
-        self.runs += 1
-        before = counters(self.gateway)
-        direct = run_session(
-            self.endpoint, self.endpoint, steps, self.work / f"{self.runs}-a", script=script
-        )
-        through = run_session(
-            self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b", script=script
-        )
-        after = counters(self.gateway)
-        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
-        print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
-              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
-        return direct, through, delta
-
-
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
     work = tmp_path_factory.mktemp("cc")
     endpoint, fake = start_fake("tests.integration.scripted_anthropic:app")
     try:
         gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
+
+        def run(url: str, steps: int, folder: Path, script: Mapping[str, Any] | None) -> Session:
+            return run_session(endpoint, url, steps, folder, script=script)
+
         try:
-            yield Stack(endpoint, gateway, work)
+            yield Pairs(endpoint, gateway, "messages", run, work)
         finally:
             stop(proxy)
     finally:
@@ -90,7 +67,7 @@ def requests(session: Session, steps: int) -> bool:
     return len(session.main) == steps + 1 + recovered
 
 
-def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
+def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:
     direct, through, factrail = stack.pair(SHORT)
     completed(direct)
     completed(through)
@@ -99,7 +76,7 @@ def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
     assert through.billed <= direct.billed
 
 
-def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
+def test_a_long_session_costs_less_and_keeps_the_fact(stack: Pairs) -> None:
     direct, through, factrail = stack.pair(LONG)
     completed(direct)
     completed(through)
@@ -114,7 +91,7 @@ def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
     assert all(r["read_message"] is not None and r["read_message"] >= 0 for r in changed)
 
 
-def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
+def test_a_session_past_the_trigger_once_costs_no_more(stack: Pairs) -> None:
     """Its one compaction comes four turns before the end: it pays back because the head
     before the first result is read from the cache and the notes read keeps its fact line
     (x0.987 at T=44k; at T=60k the compaction comes two turns before the end and the same
@@ -127,7 +104,7 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
 
 
 def test_a_session_that_writes_files_sends_its_old_writes_briefed_and_keeps_them_whole_on_disk(
-    stack: Stack,
+    stack: Pairs,
 ) -> None:
     """Every third call writes a 6 KB module: past the trigger factrail sends the old writes'
     content briefed (the upstream still validates every request), Claude Code's files are
@@ -147,7 +124,7 @@ def test_a_session_that_writes_files_sends_its_old_writes_briefed_and_keeps_them
     assert through.billed < direct.billed
 
 
-def test_signed_thinking_blocks_go_back_unchanged_through_compactions(stack: Stack) -> None:
+def test_signed_thinking_blocks_go_back_unchanged_through_compactions(stack: Pairs) -> None:
     """Every answer starts with a signed thinking block, which Claude Code sends back and the
     endpoint rejects if any byte of it changed (as the API checks its signature). Through
     several compactions every request stays valid, every thinking block is still there, and

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 import httpx
 import pytest
 
 from app.pool_watch import POOL_WATCH_S
-from tests.integration.claude_code import Session, counters
+from tests.integration.bills import Pairs, Session
 from tests.integration.codex import CODEX, run_session, start_gateway
 from tests.integration.processes import metric_total, start_fake, stop
 
@@ -34,41 +32,14 @@ SHORT, ONCE, LONG = 16, 22, 40
 ROUTE = "responses"
 
 
-@dataclass
-class Stack:
-    endpoint: str
-    gateway: str
-    work: Path
-    runs: int = 0
-
-    def pair(
-        self, steps: int, script: dict[str, Any] | None = None
-    ) -> tuple[Session, Session, dict[str, float]]:
-        """The session direct, then through factrail, and factrail's counters for the latter
-        (`script`: added to the endpoint's script)."""
-        self.runs += 1
-        before = counters(self.gateway.removesuffix("/v1"), ROUTE)
-        direct = run_session(
-            self.endpoint, f"{self.endpoint}/v1", steps, self.work / f"{self.runs}-a", script
-        )
-        through = run_session(
-            self.endpoint, self.gateway, steps, self.work / f"{self.runs}-b", script
-        )
-        after = counters(self.gateway.removesuffix("/v1"), ROUTE)
-        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
-        print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
-              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
-        return direct, through, delta
-
-
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
     work = tmp_path_factory.mktemp("codex")
     endpoint, fake = start_fake("tests.integration.scripted_responses:app")
     try:
         gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
         try:
-            yield Stack(endpoint, gateway, work)
+            yield Pairs(f"{endpoint}/v1", gateway, ROUTE, partial(run_session, endpoint), work)
         finally:
             stop(proxy)
     finally:
@@ -87,7 +58,7 @@ def completed(session: Session, steps: int) -> None:
     assert session.token in session.result["result"]
 
 
-def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
+def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:
     direct, through, factrail = stack.pair(SHORT)
     completed(direct, SHORT)
     completed(through, SHORT)
@@ -96,7 +67,7 @@ def test_a_session_below_the_trigger_costs_the_same(stack: Stack) -> None:
     assert through.billed == direct.billed
 
 
-def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
+def test_a_long_session_costs_less_and_keeps_the_fact(stack: Pairs) -> None:
     direct, through, factrail = stack.pair(LONG)
     completed(direct, LONG)
     completed(through, LONG)
@@ -107,7 +78,7 @@ def test_a_long_session_costs_less_and_keeps_the_fact(stack: Stack) -> None:
     assert len(changed) == factrail["compacted"]
 
 
-def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
+def test_a_session_past_the_trigger_once_costs_no_more(stack: Pairs) -> None:
     direct, through, factrail = stack.pair(ONCE)
     completed(direct, ONCE)
     completed(through, ONCE)
@@ -116,7 +87,7 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Stack) -> None:
 
 
 def test_reasoning_items_go_back_untouched_and_each_before_the_item_it_produced(
-    stack: Stack,
+    stack: Pairs,
 ) -> None:
     """A reasoning model's answers start with an opaque reasoning item that the client sends
     back; the API rejects a request where one is not right before the call or answer it
@@ -132,7 +103,7 @@ def test_reasoning_items_go_back_untouched_and_each_before_the_item_it_produced(
     assert through.billed < direct.billed
 
 
-def test_sessions_that_end_on_the_last_event_leave_no_connection_lost(stack: Stack) -> None:
+def test_sessions_that_end_on_the_last_event_leave_no_connection_lost(stack: Pairs) -> None:
     """Codex drops its connection as soon as it reads `response.completed`. The relay used to
     cancel itself natively then, and when that landed while the finished upstream was being
     closed it cut httpcore's hand-back of the connection short: nearly every session lost one,
@@ -143,7 +114,7 @@ def test_sessions_that_end_on_the_last_event_leave_no_connection_lost(stack: Sta
         _, through, _ = stack.pair(SHORT)
         completed(through, SHORT)
     time.sleep(POOL_WATCH_S + 0.5)  # one refresh of the pool gauges after the last session
-    metrics = httpx.get(f"{stack.gateway.removesuffix('/v1')}/metrics", timeout=10).text
+    metrics = httpx.get(f"{stack.gateway_root}/metrics", timeout=10).text
     assert metric_total(metrics, "factrail_requests_total", route=ROUTE) >= 5 * (SHORT + 1)
     assert metric_total(metrics, "factrail_requests_total", status_class="5xx") == 0
     assert metric_total(metrics, "factrail_upstream_connections", state="idle") >= 1

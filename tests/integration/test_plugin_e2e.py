@@ -31,7 +31,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.claude_code import CLAUDE, Session, run_session
+from tests.integration.bills import Session
+from tests.integration.claude_code import CLAUDE, run_session
 from tests.integration.processes import ROOT, start_fake, stop
 
 pytestmark = [

@@ -1,0 +1,82 @@
+"""What `bench/claude_code_bill.py` and `bench/codex_bill.py` share: a real client's scripted
+sessions run direct and through one `factrail serve` per trigger, printed side by side."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from tests.integration.bills import Pairs, Session
+from tests.integration.processes import Process, start_fake, stop
+
+Columns = Sequence[tuple[str, int, Callable[[Session], str]]]
+"""The client's own columns: (heading, width, cell), right-aligned."""
+Run = Callable[..., Session]
+"""`run_session(endpoint, url, steps, work, script)` of a client module."""
+Gateway = Callable[[str, Path, int], tuple[str, Process]]
+"""`start_gateway(endpoint, home, trigger)` of a client module: the URL its client is pointed
+at, and the process."""
+
+
+def compare(
+    app: str,
+    run: Run,
+    start_gateway: Gateway,
+    route: str,
+    columns: Columns,
+    steps: Sequence[int],
+    triggers: Sequence[int],
+    *,
+    direct: Callable[[str], str] = lambda endpoint: endpoint,
+    script: Mapping[str, Any] | None = None,
+    prefix: str = "factrail-bill-",
+) -> None:
+    """Print, per session length, the session direct against `app` (the scripted endpoint,
+    reached at `direct(endpoint)`), then through a gateway per trigger. The sessions work in a
+    temporary folder named `prefix…`: its path is in every request, so a figure is reproduced
+    to the token only with the same prefix."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    endpoint, fake = start_fake(app)
+    gateways: list[tuple[int, str, Process]] = []
+    try:
+        for trigger in triggers:
+            gateways.append((trigger, *start_gateway(endpoint, work / f"g{trigger}", trigger)))
+        print(
+            f"{'calls':>5} {'route':<16} {'reqs':>4} {'bad':>3} {'compact':>7} "
+            + " ".join(f"{h:>{w}}" for h, w, _ in columns)
+            + f" {'billed':>9} {'ratio':>6} {'fact':>6}"
+        )
+        runner = partial(run, endpoint)
+        for n in steps:
+            # Folder names of one length: the project path is in every request.
+            alone = runner(direct(endpoint), n, work / f"{n}-d{0:06d}", script)
+            _line(n, "direct", alone, "-", alone.billed, columns)
+            for trigger, url, _ in gateways:
+                pairs = Pairs(direct(endpoint), url, route, runner, work)
+                before = pairs.counters()
+                through = runner(url, n, work / f"{n}-t{trigger:06d}", script)
+                done = pairs.counters().get("compactions", 0) - before.get("compactions", 0)
+                _line(n, f"factrail T={trigger // 1000}k", through, f"{done:.0f}", alone.billed,
+                      columns)  # fmt: skip
+    finally:
+        for _, _, proc in gateways:
+            stop(proc)
+        stop(fake)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _line(
+    steps: int, label: str, s: Session, compactions: str, direct: float, columns: Columns
+) -> None:
+    cells = " ".join(f"{cell(s):>{w}}" for _, w, cell in columns)
+    print(
+        f"{steps:>5} {label:<16} {len(s.records):>4} {len(s.rejected):>3} {compactions:>7} "
+        f"{cells} {s.billed:>9,.0f} {s.billed / direct:>6.3f} {s.fact:>6}",
+        flush=True,
+    )
+    if s.returncode != 0:
+        print(f"  the client exited {s.returncode}: {s.stderr[-600:]}")

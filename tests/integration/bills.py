@@ -1,0 +1,134 @@
+"""What the real-client bills share (`test_claude_code_bill.py`, `test_codex_bill.py` and their
+benches): one scripted session, priced from the endpoint's usage records, run direct and through
+a `factrail serve`, side by side.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from factrail.policy.cost import ANTHROPIC, Prices
+
+
+def fact_token() -> str:
+    """A fresh 12-hex-digit token with a letter and a digit (a hex id to factrail's rules)."""
+    while True:
+        token = secrets.token_hex(6)
+        if re.search(r"[a-f]", token) and re.search(r"\d", token):
+            return token
+
+
+@dataclass
+class Session:
+    """One Claude Code run: its exit code, its JSON result and the endpoint's records of it."""
+
+    returncode: int
+    result: dict[str, Any]
+    records: list[dict[str, Any]]
+    token: str
+    stderr: str = ""
+    prices: Prices = field(default=ANTHROPIC)
+
+    @property
+    def billed(self) -> float:
+        """Input token-units: uncached × 1, cache writes × `write`, cache reads × `cached`."""
+        return float(
+            sum(
+                r.get("input_tokens", 0)
+                + r.get("cache_creation", 0) * self.prices.write
+                + r.get("cache_read", 0) * self.prices.cached
+                for r in self.records
+            )
+        )
+
+    def total(self, key: str) -> int:
+        return sum(int(r.get(key, 0)) for r in self.records)
+
+    @property
+    def rejected(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("status") != 200]
+
+    @property
+    def main(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r.get("kind") == "main"]
+
+    @property
+    def fact(self) -> str:
+        """`yes` when the last answer quoted the planted fact, `reread` when the agent re-ran
+        the read a note pointed at to find it, `NO` when it did not."""
+        answered = bool(self.main) and self.main[-1].get("answered_fact") == self.token
+        reread = any(r.get("recovering") for r in self.main)
+        return ("reread" if reread else "yes") if answered else "NO"
+
+    @property
+    def cache_read_share(self) -> float:
+        read = self.total("cache_read")
+        whole = read + self.total("cache_creation") + self.total("input_tokens")
+        return read / whole if whole else 0.0
+
+
+Runner = Callable[[str, int, Path, Mapping[str, Any] | None], Session]
+"""Runs one scripted session of a client: (the URL the client is pointed at, tool calls, a
+work folder, additions to the endpoint's script)."""
+
+
+@dataclass
+class Pairs:
+    """Sessions of one client run direct and through one gateway, each pair side by side."""
+
+    direct_url: str
+    """What the client is pointed at to reach the endpoint directly."""
+    gateway_url: str
+    """What the client is pointed at to go through factrail."""
+    route: str
+    """factrail's `route` label for the client's requests."""
+    run: Runner
+    work: Path
+    runs: int = 0
+
+    @property
+    def gateway_root(self) -> str:
+        return self.gateway_url.removesuffix("/v1")
+
+    def counters(self) -> dict[str, float]:
+        """factrail's outcomes on the client's route and its compactions so far."""
+        return counters(self.gateway_root, self.route)
+
+    def pair(
+        self, steps: int, script: Mapping[str, Any] | None = None
+    ) -> tuple[Session, Session, dict[str, float]]:
+        """The session direct, then through factrail, and factrail's counters for the latter
+        (`script`: added to the endpoint's script)."""
+        self.runs += 1
+        before = self.counters()
+        direct = self.run(self.direct_url, steps, self.work / f"{self.runs}-a", script)
+        through = self.run(self.gateway_url, steps, self.work / f"{self.runs}-b", script)
+        after = self.counters()
+        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
+              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
+        return direct, through, delta
+
+
+def counters(gateway: str, route: str = "messages") -> dict[str, float]:
+    """factrail's request outcomes on `route` (`/v1/messages`) and its compactions, from
+    `/metrics`."""
+    text = httpx.get(f"{gateway}/metrics", timeout=10).text
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^(factrail_\w+)\{([^}]*)\} (\S+)$", text, re.MULTILINE):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m[2]))
+        if m[1] == "factrail_requests_total" and labels.get("route") == route:
+            key = labels["outcome"]
+        elif m[1] == "factrail_compactions_total":
+            key = "compactions"
+        else:
+            continue
+        out[key] = out.get(key, 0.0) + float(m[3])
+    return out
