@@ -12,11 +12,12 @@ uncached and cached tokens, the cached share, the billed token-units, the ratio 
 whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at).
 
     .venv/bin/python bench/codex_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
-        [--reasoning]
+        [--reasoning] [--parallel N]
 
 `--reasoning`: every answer starts with an opaque reasoning item (`encrypted_content`), as a
 reasoning model's do; Codex sends them back and the endpoint rejects a request where one is
-not right before the call or answer it produced.
+not right before the call or answer it produced. `--parallel N`: every Nth step from the first
+asks for two calls at once.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> int:
     parser.add_argument("--steps", default="22,40", help="tool calls per session (comma list)")
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
     parser.add_argument("--reasoning", action="store_true", help="answers carry reasoning items")
+    parser.add_argument("--parallel", type=int, default=0, help="every Nth step calls twice")
     args = parser.parse_args()
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)
@@ -56,7 +58,7 @@ def main() -> int:
         [int(s) for s in args.steps.split(",")],
         [int(t) for t in args.triggers.split(",")],
         direct=lambda endpoint: f"{endpoint}/v1",
-        script={"reasoning": args.reasoning},
+        script={"reasoning": args.reasoning, "parallel": args.parallel},
         prefix="factrail-codex-bench-",
     )
     return 0

@@ -23,8 +23,8 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   request it was sent, or, when it is out of sight (its read became a re-run note), the agent
   re-runs the read once, as the note says, and answers from that; with `reasoning`, every
   answer starts with an opaque reasoning item (`encrypted_content`), which must come back
-  right before the call or answer it produced (`validate`). Other requests get a short text
-  answer.
+  right before the call or answer it produced (`validate`); with `parallel` (N), every Nth
+  step from the first asks for two calls at once. Other requests get a short text answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, the first input
 item that differs from the previous main request, whether the planted line was in any tool
@@ -211,6 +211,7 @@ class Script:
     steps: int = 0
     fact_token: str = ""
     reasoning: bool = False
+    parallel: int = 0
 
 
 SCRIPT = Script()
@@ -259,6 +260,23 @@ def _reasoning(n: int) -> dict[str, Any]:
             "encrypted_content": "gAAAAA" + sealed}  # fmt: skip
 
 
+def _answered_in_order(items: list[Any]) -> bool:
+    """Whether the outputs of each run of calls follow the run, in the calls' order (how the
+    client sends parallel calls back)."""
+    calls: list[str] = []
+    pending: list[str] = []
+    for item in items:
+        kind = _kind(item)
+        if kind == "function_call":
+            if not pending:
+                calls = []
+            calls.append(item["call_id"])
+            pending = list(calls)
+        elif kind == "function_call_output" and (not pending or item["call_id"] != pending.pop(0)):
+            return False
+    return True
+
+
 def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
     outputs = [i for i in _items(body) if _kind(i) == "function_call_output"]
     step = len(outputs)
@@ -273,8 +291,14 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     if outputs and SCRIPT.fact_token:
         line = fact_line(SCRIPT.fact_token)
         record["fact_kept"] = any(line in _output_text(o) for o in outputs)
-    if step < min(SCRIPT.steps, MAX_STEPS):
-        return [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token))]
+    record["outputs_in_order"] = _answered_in_order(_items(body))
+    last = min(SCRIPT.steps, MAX_STEPS)
+    if step < last:
+        calls = [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token))]
+        if SCRIPT.parallel and step % SCRIPT.parallel == 1 and step + 1 < last - 1:
+            # Two calls at once: their outputs come back together, after both calls.
+            calls.append(_call(step + 1, command(step + 1, SCRIPT.steps, SCRIPT.fact_token)))
+        return calls
     lines = (ln for o in outputs for ln in _output_text(o).splitlines())
     found = next((ln for ln in lines if FACT_PREFIX in ln), None)
     if found is None and step == min(SCRIPT.steps, MAX_STEPS) and outputs:
@@ -355,12 +379,13 @@ async def responses(request: Request) -> Response:
 
 
 async def configure(request: Request) -> Response:
-    """Set the script (`root`, `steps`, `fact_token`; `reasoning`) and forget everything
-    before it."""
+    """Set the script (`root`, `steps`, `fact_token`; `reasoning`, `parallel`) and forget
+    everything before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
     SCRIPT.reasoning = bool(data.get("reasoning", False))
+    SCRIPT.parallel = int(data.get("parallel", 0))
     await reset(request)
     return json_response({})
 

@@ -46,12 +46,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
         stop(fake)
 
 
-def completed(session: Session, steps: int) -> None:
-    """Codex finished, every request was valid, one request per tool call and the answer, and
-    the fact planted in the first output reached the answer without a re-read."""
+def completed(session: Session, steps: int, requests: int | None = None) -> None:
+    """Codex finished, every request was valid, one request per tool call and the answer (or
+    `requests`), and the fact planted in the first output reached the answer without a
+    re-read."""
     assert session.returncode == 0, session.stderr
     assert session.rejected == [], session.rejected
-    assert len(session.main) == steps + 1
+    assert len(session.main) == (steps + 1 if requests is None else requests)
     last = session.main[-1]
     assert last["fact_kept"] is True
     assert last["answered_fact"] == session.token
@@ -86,20 +87,21 @@ def test_a_session_past_the_trigger_once_costs_no_more(stack: Pairs) -> None:
     assert through.billed <= direct.billed
 
 
-def test_reasoning_items_go_back_untouched_and_each_before_the_item_it_produced(
-    stack: Pairs,
-) -> None:
+def test_reasoning_items_and_parallel_calls_go_back_as_the_api_requires(stack: Pairs) -> None:
     """A reasoning model's answers start with an opaque reasoning item that the client sends
-    back; the API rejects a request where one is not right before the call or answer it
-    produced. Through several compactions every request stays valid and every reasoning item
-    goes upstream byte for byte."""
-    direct, through, factrail = stack.pair(LONG, {"reasoning": True})
-    completed(direct, LONG)
-    completed(through, LONG)
+    back, and every third step asks for two calls at once. The API rejects a request where a
+    reasoning item is not right before the call or answer it produced, or a call without its
+    output. Through several compactions every request stays valid, every reasoning item goes
+    upstream byte for byte, and the outputs of parallel calls follow their calls in order."""
+    direct, through, factrail = stack.pair(LONG, {"reasoning": True, "parallel": 3})
+    requests = len(direct.main)
+    assert requests < LONG + 1  # some steps made two calls
+    completed(direct, LONG, requests)
+    completed(through, LONG, requests)
     assert factrail["compactions"] >= 2
-    last = through.main[-1]
-    assert last["reasoning_sent"] == LONG
+    assert through.main[-1]["reasoning_sent"] == requests - 1
     assert all(r["reasoning_altered"] == 0 for r in through.main)
+    assert all(r["outputs_in_order"] for r in through.main)
     assert through.billed < direct.billed
 
 
