@@ -78,7 +78,8 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     closed (each idle connection counts all the others; each queued request scans them all), so
     at 200 concurrent streams on one pool of 200 connections that bookkeeping took 61% of the
     gateway's CPU and capped it at a sixth of the upstream's throughput. Shards of
-    `POOL_SHARD_CONNECTIONS` keep the same total and cost a few checks each time."""
+    `POOL_SHARD_CONNECTIONS` keep the same total and cost a few checks each time. A shard that
+    lost connections (a close cut short) can be replaced whole (`reclaim`)."""
 
     def __init__(
         self,
@@ -184,7 +185,8 @@ def pool_of(client: httpx.AsyncClient) -> ShardedTransport | None:
 class PoolState:
     """The upstream pool's connections: `busy` (a request or a response on it), `idle` (kept
     alive for the next), and the requests in flight. A busy connection no request in flight
-    accounts for (`orphaned`) is one the pool lost: it is never used again."""
+    accounts for (`orphaned`) is one the pool lost: it is never used again until its shard is
+    replaced (`ShardedTransport.reclaim`)."""
 
     busy: int
     idle: int
