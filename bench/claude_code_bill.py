@@ -11,11 +11,12 @@ uncached / cache-write / cache-read tokens, the cache-read share, the billed tok
 ratio to direct, and whether the planted line reached the upstream in the last request.
 
     .venv/bin/python bench/claude_code_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
-        [--writes N] [--thinking]
+        [--writes N] [--thinking] [--parallel N]
 
 `--writes N`: every Nth call from the second on `Write`s a generated module of about 6 KB
 instead of reading (the scripted endpoint's `writes`). `--thinking`: every answer starts with a
 signed thinking block, which Claude Code sends back and the endpoint checks byte for byte.
+`--parallel N`: every Nth call from the first comes with a second one in the same answer.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ def main() -> int:
         "--writes", type=int, default=0, help="every Nth call writes a 6 KB module (0: none)"
     )
     parser.add_argument("--thinking", action="store_true", help="answers carry thinking blocks")
+    parser.add_argument("--parallel", type=int, default=0, help="every Nth step calls twice")
     args = parser.parse_args()
     if not CLAUDE.exists():
         print(f"{CLAUDE} is missing: run `make node-deps`", file=sys.stderr)
@@ -63,7 +65,7 @@ def main() -> int:
         COLUMNS,
         [int(s) for s in args.steps.split(",")],
         [int(t) for t in args.triggers.split(",")],
-        script={"writes": args.writes, "thinking": args.thinking},
+        script={"writes": args.writes, "thinking": args.thinking, "parallel": args.parallel},
         prefix="factrail-cc-bench-",
     )
     return 0

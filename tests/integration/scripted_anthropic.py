@@ -27,7 +27,8 @@ For `tests/integration/test_claude_code_bill.py` and `bench/claude_code_bill.py`
   a re-run note) it re-runs the read once, as the note says, and answers from that, or says it
   is gone; with `thinking`, every answer starts with a signed thinking block, and a request
   holding one whose signature does not match its text (a block changed in any byte) is
-  rejected, as the API does. Side calls (titles, quota checks, other models) get a short text
+  rejected, as the API does; with `parallel` (N), every Nth step from the first asks for two
+  tool calls at once. Side calls (titles, quota checks, other models) get a short text
   answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, where it first
@@ -389,6 +390,7 @@ class Script:
     fenced_step: int = -1
     writes: int = 0
     thinking: bool = False
+    parallel: int = 0
 
 
 SCRIPT = Script()
@@ -445,12 +447,17 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
         and b.get("name") == "Write"
         and "…[factrail omitted" in str(b.get("input", {}).get("content", ""))
     )
-    if step < min(SCRIPT.steps, MAX_STEPS):
-        name, args = tool_call(step, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token, SCRIPT.writes)
-        if SCRIPT.fenced and step == SCRIPT.fenced_step:
-            name, args = SCRIPT.fenced, {"query": "release key rotation"}
-        use = {"type": "tool_use", "id": f"toolu_scripted_{step:03d}", "name": name, "input": args}
-        return [{"type": "text", "text": f"Step {step + 1}."}, use]
+    last = min(SCRIPT.steps, MAX_STEPS)
+    if step < last:
+        both = SCRIPT.parallel and step % SCRIPT.parallel == 1 and step + 1 < last - 1
+        uses = []
+        for k in (step, step + 1) if both else (step,):
+            name, args = tool_call(k, SCRIPT.steps, SCRIPT.root, SCRIPT.fact_token, SCRIPT.writes)
+            if SCRIPT.fenced and k == SCRIPT.fenced_step:
+                name, args = SCRIPT.fenced, {"query": "release key rotation"}
+            uses.append({"type": "tool_use", "id": f"toolu_scripted_{k:03d}", "name": name,
+                         "input": args})  # fmt: skip
+        return [{"type": "text", "text": f"Step {step + 1}."}, *uses]
     lines = (ln for r in results for ln in _text_of(r).splitlines())
     found = next((ln for ln in lines if FACT_PREFIX in ln), None)
     if found is None and step == min(SCRIPT.steps, MAX_STEPS) and results:
@@ -587,7 +594,7 @@ async def messages(request: Request) -> Response:
 
 async def configure(request: Request) -> Response:
     """Set the script (`root`, `steps`, `fact_token`; `fenced`, `fenced_step`, `writes`,
-    `thinking`) and forget everything before it."""
+    `thinking`, `parallel`) and forget everything before it."""
     data = orjson.loads(await request.body())
     SCRIPT.root, SCRIPT.steps = str(data["root"]), int(data["steps"])
     SCRIPT.fact_token = str(data["fact_token"])
@@ -595,6 +602,7 @@ async def configure(request: Request) -> Response:
     SCRIPT.fenced_step = int(data.get("fenced_step", -1))
     SCRIPT.writes = int(data.get("writes", 0))
     SCRIPT.thinking = bool(data.get("thinking", False))
+    SCRIPT.parallel = int(data.get("parallel", 0))
     await reset(request)
     return json_response({})
 

@@ -124,14 +124,20 @@ def test_a_session_that_writes_files_sends_its_old_writes_briefed_and_keeps_them
     assert through.billed < direct.billed
 
 
-def test_signed_thinking_blocks_go_back_unchanged_through_compactions(stack: Pairs) -> None:
+def test_signed_thinking_blocks_and_parallel_calls_go_back_as_the_api_requires(
+    stack: Pairs,
+) -> None:
     """Every answer starts with a signed thinking block, which Claude Code sends back and the
-    endpoint rejects if any byte of it changed (as the API checks its signature). Through
-    several compactions every request stays valid, every thinking block is still there, and
-    the session costs less than direct."""
-    direct, through, factrail = stack.pair(LONG, {"thinking": True})
+    endpoint rejects if any byte of it changed (as the API checks its signature), and every
+    third step asks for two tool calls at once, each to be answered in the next message.
+    Through several compactions every request stays valid, every thinking block is still
+    there, and the session costs less than direct."""
+    direct, through, factrail = stack.pair(LONG, {"thinking": True, "parallel": 3})
+    requests = len(direct.main)
+    assert requests < LONG + 1  # some steps made two calls
     completed(direct)
     completed(through)
+    assert len(through.main) == requests
     assert factrail["compactions"] >= 2
-    assert through.main[-1]["thinking_sent"] == direct.main[-1]["thinking_sent"] == LONG
+    assert through.main[-1]["thinking_sent"] == direct.main[-1]["thinking_sent"] == requests - 1
     assert through.billed < direct.billed
