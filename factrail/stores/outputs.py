@@ -38,6 +38,9 @@ CAP_BYTES = 8 * 1024 * 1024
 DAY_SECONDS = 24 * 60 * 60
 RETENTION_DAYS = 30.0
 EXPIRED_MARKER = ".expired"
+EMPTY_FOLDER_GRACE_S = 60.0
+"""An empty session folder younger than this is left to the next sweep: a save may have just
+made it for the file it is about to write."""
 SECRET_FILE = ".secret"
 """The secret's file under the root when the store is given neither a secret nor a file."""
 SUFFIX = ".txt"
@@ -373,8 +376,12 @@ class OutputStore:
         what was saved, or the error that kept it from being saved (`QuotaExceeded` when the
         quota refused it), by id."""
         try:
-            folder = self._private_folder(session)
-            present = {os.path.basename(f.path): f for f in _folder_files(str(folder))}
+            try:
+                folder = self._private_folder(session)
+                present = {os.path.basename(f.path): f for f in _folder_files(str(folder))}
+            except FileNotFoundError:  # a sweep removed the (empty) folder meanwhile: once more
+                folder = self._private_folder(session)
+                present = {os.path.basename(f.path): f for f in _folder_files(str(folder))}
         except OSError as e:
             return {tool_use_id: e for tool_use_id, _ in outputs}
         batch: set[str] = set()
@@ -516,7 +523,7 @@ class OutputStore:
             files = self._scan()
             deleted = sum(1 for f in files if f.mtime < cutoff and _remove(f.path))
             self._total = None
-            _remove_empty({f.folder for f in files} | self._folders())
+            _remove_empty({f.folder for f in files} | self._folders(), now)
         return deleted
 
     def sweep(self, now: float) -> SweepReport:
@@ -555,7 +562,7 @@ class OutputStore:
                 else:
                     left.append(f)
             self._total = total
-            _remove_empty({f.folder for f in files} | self._folders())
+            _remove_empty({f.folder for f in files} | self._folders(), now)
         return SweepReport(expired=expired, evicted=evicted, files=len(left), bytes=total)
 
     def maybe_sweep(self, now: float, every: float = DAY_SECONDS) -> SweepReport | None:
@@ -599,7 +606,12 @@ def _remove(path: str) -> bool:
     return True
 
 
-def _remove_empty(folders: Iterable[str]) -> None:
+def _remove_empty(folders: Iterable[str], now: float) -> None:
+    """Remove the empty folders among `folders` last changed `EMPTY_FOLDER_GRACE_S` before
+    `now`: a younger one may be a save's, made an instant ago for the file it is about to write
+    (in this process or another sharing the volume)."""
+    before = now - EMPTY_FOLDER_GRACE_S
     for folder in folders:
         with contextlib.suppress(OSError):
-            os.rmdir(folder)  # fails (and is skipped) while the folder is not empty
+            if os.stat(folder).st_mtime < before:
+                os.rmdir(folder)  # fails (and is skipped) while the folder is not empty

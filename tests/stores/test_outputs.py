@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
-from factrail.stores import output_store
+from factrail.stores import output_store, outputs
 from factrail.stores.outputs import (
     CAP_BYTES,
     DAY_SECONDS,
+    EMPTY_FOLDER_GRACE_S,
     OutputLimits,
     OutputStore,
     QuotaExceeded,
@@ -426,3 +428,37 @@ def test_the_sweep_expires_then_enforces_both_quotas_oldest_first(tmp_path: Path
     assert {n for n, p in paths.items() if p.exists()} == {"c", "d"}
     assert report.files == 2 and report.bytes == 20
     assert sweeper.sweep(NOW) == type(report)(expired=0, evicted=0, files=2, bytes=20)
+
+
+def test_a_sweep_leaves_the_empty_folder_a_save_has_just_made(store: OutputStore) -> None:
+    # A save makes its session's folder, then writes into it; a sweep in between (another
+    # thread, or another worker on the volume) used to remove the still empty folder and the
+    # save failed, sending its result whole.
+    folder = store._private_folder("s")
+    now = time.time()
+    store.sweep(now)
+    assert folder.is_dir()
+    assert store.save("s", "a", "x").path.exists()
+    store.expire(now)
+    assert folder.is_dir()  # not empty
+    empty = store._private_folder("t")
+    store.sweep(now + EMPTY_FOLDER_GRACE_S + 1)  # older than the grace: removed
+    assert not empty.exists() and folder.is_dir()
+
+
+def test_a_folder_removed_before_the_save_lists_it_is_made_again(
+    store: OutputStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = outputs._folder_files
+    calls: list[str] = []
+
+    def vanished_once(folder: str) -> list[outputs._File]:
+        calls.append(folder)
+        if len(calls) == 1:
+            os.rmdir(folder)  # the sweep's rmdir lands between making and listing
+            raise FileNotFoundError(folder)
+        return real(folder)
+
+    monkeypatch.setattr(outputs, "_folder_files", vanished_once)
+    assert store.save("s", "a", "x").path.read_text() == "x"
+    assert len(calls) >= 2  # listed again once the folder was made again
