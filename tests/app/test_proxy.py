@@ -293,6 +293,25 @@ def test_other_v1_paths_pass_through(client: TestClient, router: respx.MockRoute
     assert models.called and deleted.called
 
 
+def test_codex_s_remote_compaction_passes_through_as_sent(
+    client: TestClient, router: respx.MockRouter
+) -> None:
+    """Codex calls `POST /v1/responses/compact` near its own window: factrail is not the one
+    compacting there, so the request reaches the upstream byte for byte."""
+    body = orjson.dumps({"model": "gpt-5-codex", "input": [{"role": "user", "content": "hi"}]})
+    seen: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.content)
+        return httpx.Response(200, json={"output": []})
+
+    router.post(f"{UPSTREAM}/responses/compact").mock(side_effect=answer)
+    r = client.post("/v1/responses/compact", content=body)
+    assert r.status_code == 200 and r.json() == {"output": []}
+    assert r.headers["x-factrail"] == "passthrough"
+    assert seen == [body]
+
+
 def test_every_set_cookie_reaches_the_client(client: TestClient, router: respx.MockRouter) -> None:
     cookies = [("set-cookie", "a=1; Path=/"), ("set-cookie", "b=2; Path=/")]
     router.get(f"{UPSTREAM}/models").mock(return_value=httpx.Response(200, headers=cookies))
