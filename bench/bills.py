@@ -51,16 +51,15 @@ def compare(
             + f" {'billed':>9} {'ratio':>6} {'fact':>6}"
         )
         runner = partial(run, endpoint)
+        pairs = [(t, Pairs(direct(endpoint), url, route, runner, work)) for t, url, _ in gateways]
         for n in steps:
             # Folder names of one length: the project path is in every request.
             alone = runner(direct(endpoint), n, work / f"{n}-d{0:06d}", script)
             _line(n, "direct", alone, "-", alone.billed, columns)
-            for trigger, url, _ in gateways:
-                pairs = Pairs(direct(endpoint), url, route, runner, work)
-                before = pairs.counters()
-                through = runner(url, n, work / f"{n}-t{trigger:06d}", script)
-                done = pairs.counters().get("compactions", 0) - before.get("compactions", 0)
-                _line(n, f"factrail T={trigger // 1000}k", through, f"{done:.0f}", alone.billed,
+            for trigger, gateway in pairs:
+                through, grew = gateway.through(n, work / f"{n}-t{trigger:06d}", script)
+                compactions = f"{grew.get('compactions', 0):.0f}"
+                _line(n, f"factrail T={trigger // 1000}k", through, compactions, alone.billed,
                       columns)  # fmt: skip
     finally:
         for _, _, proc in gateways:

@@ -376,12 +376,7 @@ class OutputStore:
         what was saved, or the error that kept it from being saved (`QuotaExceeded` when the
         quota refused it), by id."""
         try:
-            try:
-                folder = self._private_folder(session)
-                present = {os.path.basename(f.path): f for f in _folder_files(str(folder))}
-            except FileNotFoundError:  # a sweep removed the (empty) folder meanwhile: once more
-                folder = self._private_folder(session)
-                present = {os.path.basename(f.path): f for f in _folder_files(str(folder))}
+            folder, present = self._session_files(session)
         except OSError as e:
             return {tool_use_id: e for tool_use_id, _ in outputs}
         batch: set[str] = set()
@@ -467,6 +462,17 @@ class OutputStore:
         with self._lock:
             if self._total is not None:
                 self._total = max(self._total + delta, 0)
+
+    def _session_files(self, session: str) -> tuple[Path, dict[str, _File]]:
+        """The session's private folder and its files by name; made again, once, when a sweep
+        removed it (empty) between making and listing it."""
+        folder = self._private_folder(session)
+        try:
+            files = _folder_files(str(folder))
+        except FileNotFoundError:
+            folder = self._private_folder(session)
+            files = _folder_files(str(folder))
+        return folder, {os.path.basename(f.path): f for f in files}
 
     def _private_folder(self, session: str) -> Path:
         """The session's folder, it and the root made private (OSError when they cannot be, or

@@ -15,6 +15,43 @@ from typing import Any
 import httpx
 
 from factrail.policy.cost import ANTHROPIC, Prices
+from tests.integration.scripted_anthropic import write_project
+
+PROMPT = "Find the release signing key fingerprint in this project's notes and report it."
+"""What the user asks the client, in every scripted session."""
+
+
+def script_project(
+    endpoint: str, work: Path, steps: int, script: Mapping[str, Any] | None = None
+) -> tuple[Path, str]:
+    """Write the project a session of `steps` tool calls reads under `work`, with a fresh fact
+    planted, and script the endpoint (root URL) for it (`script`: added to its script): the
+    project's folder and the fact's token."""
+    project = work / "project"
+    project.mkdir(parents=True)
+    token = fact_token()
+    write_project(project, steps, token)
+    configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
+    httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
+    return project, token
+
+
+def endpoint_records(endpoint: str) -> list[dict[str, Any]]:
+    """The scripted endpoint's records of the requests it got since it was scripted."""
+    records: list[dict[str, Any]] = httpx.get(f"{endpoint}/_records", timeout=10).json()
+    return records
+
+
+def gateway_env(profile: str, trigger: int, **env: str) -> dict[str, str]:
+    """What a bill's `factrail serve` runs with, besides its upstreams: the price profile, the
+    trigger, the default re-arm gap, and a read timeout no scripted answer comes near."""
+    return {
+        "FACTRAIL_PRICE_PROFILE": profile,
+        "FACTRAIL_TRIGGER_TOKENS": str(trigger),
+        "FACTRAIL_REARM_TOKENS": "0",
+        "FACTRAIL_READ_TIMEOUT_S": "60",
+        **env,
+    }
 
 
 def fact_token() -> str:
@@ -27,7 +64,7 @@ def fact_token() -> str:
 
 @dataclass
 class Session:
-    """One Claude Code run: its exit code, its JSON result and the endpoint's records of it."""
+    """One client run: its exit code, its result and the endpoint's records of it."""
 
     returncode: int
     result: dict[str, Any]
@@ -97,9 +134,15 @@ class Pairs:
     def gateway_root(self) -> str:
         return self.gateway_url.removesuffix("/v1")
 
-    def counters(self) -> dict[str, float]:
-        """factrail's outcomes on the client's route and its compactions so far."""
-        return counters(self.gateway_root, self.route)
+    def through(
+        self, steps: int, work: Path, script: Mapping[str, Any] | None = None
+    ) -> tuple[Session, dict[str, float]]:
+        """The session through factrail (in `work`), and what factrail's counters on the
+        client's route and its compactions grew by meanwhile."""
+        before = counters(self.gateway_root, self.route)
+        session = self.run(self.gateway_url, steps, work, script)
+        after = counters(self.gateway_root, self.route)
+        return session, {k: v - before.get(k, 0.0) for k, v in after.items()}
 
     def pair(
         self, steps: int, script: Mapping[str, Any] | None = None
@@ -107,11 +150,8 @@ class Pairs:
         """The session direct, then through factrail, and factrail's counters for the latter
         (`script`: added to the endpoint's script)."""
         self.runs += 1
-        before = self.counters()
         direct = self.run(self.direct_url, steps, self.work / f"{self.runs}-a", script)
-        through = self.run(self.gateway_url, steps, self.work / f"{self.runs}-b", script)
-        after = self.counters()
-        delta = {k: v - before.get(k, 0.0) for k, v in after.items()}
+        through, delta = self.through(steps, self.work / f"{self.runs}-b", script)
         print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
               f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
         return direct, through, delta

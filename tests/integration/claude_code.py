@@ -15,14 +15,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from tests.integration.bills import Session, fact_token
+from tests.integration.bills import (
+    PROMPT,
+    Session,
+    endpoint_records,
+    gateway_env,
+    script_project,
+)
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
-from tests.integration.scripted_anthropic import write_project
 
 CLAUDE = ROOT / "plugin" / "node_modules" / ".bin" / "claude"
-PROMPT = "Find the release signing key fingerprint in this project's notes and report it."
 RUN_TIMEOUT_S = 120
 
 
@@ -54,13 +56,9 @@ def run_session(
     `work`, and run Claude Code there against `base_url` (the endpoint, or factrail). `args`
     and `env` are added to Claude Code's command line and environment, `script` to the
     endpoint's script (`fenced`, `fenced_step`)."""
-    project, home = work / "project", work / "home"
-    project.mkdir(parents=True)
+    project, token = script_project(endpoint, work, steps, script)
+    home = work / "home"
     home.mkdir()
-    token = fact_token()
-    write_project(project, steps, token)
-    configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
-    httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
     environ = offline_env(
         home,
         IS_SANDBOX="1",
@@ -77,7 +75,7 @@ def run_session(
         result = json.loads(done.stdout)
     except json.JSONDecodeError:
         result = {"unparsed": done.stdout[-2000:]}
-    records = httpx.get(f"{endpoint}/_records", timeout=10).json()
+    records = endpoint_records(endpoint)
     return Session(done.returncode, result, records, token, done.stderr[-2000:])
 
 
@@ -89,11 +87,7 @@ def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[
         unused_openai,
         home,
         FACTRAIL_ANTHROPIC_UPSTREAM_URL=endpoint,
-        FACTRAIL_PRICE_PROFILE="anthropic",
-        FACTRAIL_TRIGGER_TOKENS=str(trigger),
-        FACTRAIL_REARM_TOKENS="0",
-        FACTRAIL_READ_TIMEOUT_S="60",
-        **env,
+        **gateway_env("anthropic", trigger, **env),
     )
     return url.removesuffix("/v1"), proc
 

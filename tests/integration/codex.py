@@ -16,18 +16,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from factrail.policy.cost import prices
-from tests.integration.bills import Session, fact_token
+from tests.integration.bills import (
+    PROMPT,
+    Session,
+    endpoint_records,
+    gateway_env,
+    script_project,
+)
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
-from tests.integration.scripted_anthropic import write_project
 
 CODEX = ROOT / "plugin" / "node_modules" / ".bin" / "codex"
 MODEL = "gpt-5-codex"
 PRICES = prices("openai", MODEL)
 """OpenAI's prices for the model: a cached input token at 0.1 of an uncached one."""
-PROMPT = "Find the release signing key fingerprint in this project's notes and report it."
 RUN_TIMEOUT_S = 180
 KEY_ENV = "SCRIPTED_OPENAI_KEY"
 
@@ -55,14 +57,10 @@ def run_session(
     """Script `steps` tool calls on the endpoint (root URL), write the project they read under
     `work`, and run `codex exec` there against `base_url` (the endpoint's or factrail's `/v1`);
     `script` is added to the endpoint's script (`reasoning`)."""
-    project, home = work / "project", work / "codex-home"
-    project.mkdir(parents=True)
+    project, token = script_project(endpoint, work, steps, script)
+    home = work / "codex-home"
     home.mkdir()
     (home / "config.toml").write_text(config(base_url))
-    token = fact_token()
-    write_project(project, steps, token)
-    configured = {"root": str(project), "steps": steps, "fact_token": token, **(script or {})}
-    httpx.post(f"{endpoint}/_configure", json=configured, timeout=10).raise_for_status()
     environ: Mapping[str, str] = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(work),
@@ -82,8 +80,8 @@ def run_session(
         timeout=RUN_TIMEOUT_S,
     )
     answer = last.read_text() if last.exists() else ""
-    records = httpx.get(f"{endpoint}/_records", timeout=10).json()
     result = {"is_error": done.returncode != 0, "result": answer}
+    records = endpoint_records(endpoint)
     return Session(done.returncode, result, records, token, done.stderr[-2000:], PRICES)
 
 
@@ -95,9 +93,5 @@ def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[
         f"{endpoint}/v1",
         home,
         FACTRAIL_ANTHROPIC_UPSTREAM_URL=unused_anthropic,
-        FACTRAIL_PRICE_PROFILE="openai",
-        FACTRAIL_TRIGGER_TOKENS=str(trigger),
-        FACTRAIL_REARM_TOKENS="0",
-        FACTRAIL_READ_TIMEOUT_S="60",
-        **env,
+        **gateway_env("openai", trigger, **env),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -14,14 +15,19 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
     return Response(orjson.dumps(data), status, headers, media_type="application/json")
 
 
-def record_routes(records: list[dict[str, Any]]) -> list[Route]:
-    """`GET /_records` lists the recorded requests; `POST /_reset` forgets them."""
+def record_routes(
+    records: list[dict[str, Any]], forget: Callable[[], None] | None = None
+) -> list[Route]:
+    """`GET /_records` lists the recorded requests; `POST /_reset` forgets them (and runs
+    `forget`, for whatever else the server remembers)."""
 
     async def listed(request: Request) -> Response:
         return json_response(records)
 
     async def reset(request: Request) -> Response:
         records.clear()
+        if forget is not None:
+            forget()
         return json_response({})
 
     return [Route("/_records", listed), Route("/_reset", reset, methods=["POST"])]

@@ -54,7 +54,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.integration.fakes import json_response
+from tests.integration.fakes import json_response, record_routes
 
 MAX_MARKS = 4
 LOOKBACK = 20
@@ -603,24 +603,20 @@ async def configure(request: Request) -> Response:
     SCRIPT.writes = int(data.get("writes", 0))
     SCRIPT.thinking = bool(data.get("thinking", False))
     SCRIPT.parallel = int(data.get("parallel", 0))
-    await reset(request)
+    RECORDS.clear()
+    _forget()
     return json_response({})
-
-
-async def records(request: Request) -> Response:
-    return json_response(RECORDS)
 
 
 async def last(request: Request) -> Response:
     return Response(LAST_BODY[0] if LAST_BODY else b"{}", media_type="application/json")
 
 
-async def reset(request: Request) -> Response:
-    RECORDS.clear()
+def _forget() -> None:
+    """Forget the cache and the last main request (`/_reset` forgets the records too)."""
     CACHE.entries.clear()
     _LAST_MAIN.clear()
     LAST_BODY.clear()
-    return json_response({})
 
 
 async def other(request: Request) -> Response:
@@ -633,9 +629,8 @@ app = Starlette(
         Route("/v1/messages", messages, methods=["POST"]),
         Route("/v1/messages/count_tokens", messages, methods=["POST"]),
         Route("/_configure", configure, methods=["POST"]),
-        Route("/_records", records),
         Route("/_last", last),
-        Route("/_reset", reset, methods=["POST"]),
+        *record_routes(RECORDS, _forget),
         Route("/{path:path}", other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
 )

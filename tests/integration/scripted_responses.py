@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.integration.fakes import json_response
+from tests.integration.fakes import json_response, record_routes
 from tests.integration.scripted_anthropic import (
     FACT_PREFIX,
     MAX_STEPS,
@@ -386,19 +386,15 @@ async def configure(request: Request) -> Response:
     SCRIPT.fact_token = str(data["fact_token"])
     SCRIPT.reasoning = bool(data.get("reasoning", False))
     SCRIPT.parallel = int(data.get("parallel", 0))
-    await reset(request)
+    RECORDS.clear()
+    _forget()
     return json_response({})
 
 
-async def records(request: Request) -> Response:
-    return json_response(RECORDS)
-
-
-async def reset(request: Request) -> Response:
-    RECORDS.clear()
+def _forget() -> None:
+    """Forget the cache and the last main request (`/_reset` forgets the records too)."""
     CACHE.entries.clear()
     _LAST_MAIN.clear()
-    return json_response({})
 
 
 async def other(request: Request) -> Response:
@@ -410,8 +406,7 @@ app = Starlette(
     routes=[
         Route("/v1/responses", responses, methods=["POST"]),
         Route("/_configure", configure, methods=["POST"]),
-        Route("/_records", records),
-        Route("/_reset", reset, methods=["POST"]),
+        *record_routes(RECORDS, _forget),
         Route("/{path:path}", other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
 )
