@@ -44,7 +44,7 @@ from app.upstream import (
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
-from factrail.policy.cost import EXTENDED_RETENTION_S
+from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s
 from factrail.policy.provenance import evidence
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
@@ -451,15 +451,20 @@ LONG_CONTEXT_TOKENS = 1_000_000
 
 
 def requested_cache_ttl(provider: str, data: Mapping[str, Any]) -> float | None:
-    """The prompt cache's lifetime a request asked for, when it says: the longest of an
-    Anthropic request's `cache_control` markers (one hour with `ttl: "1h"`), or OpenAI's
-    24-hour retention (`prompt_cache_retention: "24h"`)."""
+    """The prompt cache's lifetime a request asked for, or its model keeps, when known: the
+    longest of an Anthropic request's `cache_control` markers (one hour with `ttl: "1h"`);
+    OpenAI's 24-hour retention (`prompt_cache_retention: "24h"`), `prompt_cache_options.ttl`
+    (`"30m"`), or the 30 minutes of the GPT-5.6 family on (`cost.model_ttl_s`)."""
     if provider == "anthropic":
         ttl = requested_ttl(data)
         return float(ttl) if ttl is not None else None
     if data.get("prompt_cache_retention") == "24h":
         return EXTENDED_RETENTION_S
-    return None
+    model = data.get("model")
+    options = data.get("prompt_cache_options")
+    asked = duration_s(options.get("ttl")) if isinstance(options, Mapping) else None
+    kept = model_ttl_s(model) if isinstance(model, str) else None
+    return max((t for t in (asked, kept) if t is not None), default=None)
 
 
 def requested_window(provider: str, headers: Headers) -> int | None:

@@ -2,8 +2,10 @@
 
 OpenAI chat reports `usage.prompt_tokens` with `prompt_tokens_details.cached_tokens` among
 them; Responses `usage.input_tokens` with `input_tokens_details.cached_tokens` (also inside
-`response.completed`); Anthropic `usage.input_tokens` (uncached only), `cache_read_input_tokens`
-and `cache_creation_input_tokens` (also in a stream's `message_start` and `message_delta`).
+`response.completed`); from the GPT-5.6 family on, both details also hold
+`cache_write_tokens` (billed at 1.25× input), the rest of the prompt being uncached; Anthropic
+`usage.input_tokens` (uncached only), `cache_read_input_tokens` and
+`cache_creation_input_tokens` (also in a stream's `message_start` and `message_delta`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ ANTHROPIC_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_inp
 OPENAI_KEYS = ("prompt_tokens", "input_tokens")
 USAGE_KEYS = frozenset((*OPENAI_KEYS, *ANTHROPIC_KEYS))
 DETAILS_KEYS = ("prompt_tokens_details", "input_tokens_details")
-"""Where OpenAI chat and Responses report `cached_tokens`, a part of the prompt."""
+"""Where OpenAI chat and Responses report `cached_tokens` and `cache_write_tokens`, parts of the
+prompt."""
+DETAIL_COUNTS = ("cached_tokens", "cache_write_tokens")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +35,7 @@ class Usage:
     cached: int
     """Read from the provider's prompt cache."""
     cache_write: int
-    """Written to the prompt cache (Anthropic; OpenAI bills no writes)."""
+    """Written to the prompt cache (Anthropic; OpenAI from the GPT-5.6 family on)."""
 
     @property
     def prompt(self) -> int:
@@ -66,7 +70,8 @@ class UsageReader:
         if prompt is None:
             return None
         cached = min(counts.get("cached_tokens", 0), prompt)
-        return Usage(prompt - cached, cached, 0)
+        written = min(counts.get("cache_write_tokens", 0), prompt - cached)
+        return Usage(prompt - cached - written, cached, written)
 
     def read_body(self, body: bytes) -> None:
         """Read a whole JSON response body."""
@@ -110,8 +115,8 @@ class UsageReader:
         found = {k: usage[k] for k in USAGE_KEYS if k in usage}
         for key in DETAILS_KEYS:
             details = usage.get(key)
-            if isinstance(details, dict) and "cached_tokens" in details:
-                found["cached_tokens"] = details["cached_tokens"]
+            if isinstance(details, dict):
+                found.update((k, details[k]) for k in DETAIL_COUNTS if k in details)
         for key, value in found.items():
             if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
                 self._counts[key] = max(self._counts.get(key, 0), value)

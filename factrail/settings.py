@@ -147,7 +147,8 @@ class Settings(BaseSettings):
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
     the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×, or 2×
     when the request's markers ask for the one-hour cache),
-    `openai` (cached 0.5×, 0.25× or 0.1× by model family), `none` (no cache: compact at the
+    `openai` (cached 0.5×, 0.25×, 0.1× or 0.05× by model family, and from the GPT-5.6 family on
+    writes at 1.25×), `none` (no cache: compact at the
     soft line); `auto` picks by the model's name."""
     payback_horizon: float = Field(default=1.0, gt=0)
     """How many more turns the cost gate bets a session has, as a multiple of the turns it has
@@ -164,7 +165,8 @@ class Settings(BaseSettings):
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
     line costs nothing extra and runs at once. A request that asks for a longer-lived cache is
     held to that: an Anthropic marker with `ttl: "1h"` (whose writes the cost gate then prices
-    at 2× input), OpenAI's `prompt_cache_retention: "24h"`."""
+    at 2× input), OpenAI's `prompt_cache_retention: "24h"`; OpenAI's models from the GPT-5.6
+    family on keep their cache 30 minutes (`prompt_cache_options.ttl`)."""
     preserve_recent: int = Field(default=6, ge=0)
     """The newest N messages (and message 0) are never reduced."""
     keep_tools: StrList = ()

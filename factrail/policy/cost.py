@@ -25,17 +25,9 @@ LONG_TTL_S = 3600.0
 EXTENDED_RETENTION_S = 86_400.0
 """OpenAI's extended prompt-cache retention, when the client asks for it
 (`prompt_cache_retention = "24h"`)."""
-OPENAI_CACHED_BY_MODEL = {
-    "gpt-4o": 0.5,
-    "o1": 0.5,
-    "gpt-4.1": 0.25,
-    "o3": 0.25,
-    "o4": 0.25,
-    "gpt-5": 0.1,
-    "codex": 0.25,
-}
-"""OpenAI's cached-input price over its input price, by model family (longest prefix wins)."""
-OPENAI_CACHED_DEFAULT = 0.5
+WRITE_BILLED_TTL_S = 1800.0
+"""OpenAI's cache from the GPT-5.6 family on lives 30 minutes (`prompt_cache_options.ttl`,
+whose only value is `"30m"`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,20 +48,40 @@ ANTHROPIC = Prices(cached=0.1, write=1.25)
 ANTHROPIC_LONG = Prices(cached=0.1, write=2.0)
 """Anthropic's prices for entries of its one-hour cache: written at twice the input price."""
 NO_CACHE = Prices(cached=1.0, write=1.0)
+OPENAI_BY_MODEL = {
+    "gpt-4o": Prices(cached=0.5, write=1.0),
+    "o1": Prices(cached=0.5, write=1.0),
+    "gpt-4.1": Prices(cached=0.25, write=1.0),
+    "o3": Prices(cached=0.25, write=1.0),
+    "o4": Prices(cached=0.25, write=1.0),
+    "gpt-5": Prices(cached=0.1, write=1.0),
+    "codex": Prices(cached=0.25, write=1.0),
+    "gpt-5.6": Prices(cached=0.1, write=1.25),
+    "gpt-6": Prices(cached=0.1, write=1.25),
+    "gpt-6.1": Prices(cached=0.05, write=1.25),
+}
+"""OpenAI's input prices by model family (longest prefix wins): what a cached token costs, and
+from the GPT-5.6 family on what a token written to the cache costs (earlier models bill no
+writes). GPT-6 Astra, Sol and Luna read at 0.1; GPT-6.1 Sol and Terra at 0.05."""
+OPENAI_DEFAULT = Prices(cached=0.5, write=1.0)
+"""A model the table does not know: the oldest cache's prices, which bet the least on a cache."""
 
 
 def prices(profile: Profile, model: str = "", ttl_s: float | None = None) -> Prices:
-    """The prices of a profile (`openai`: the cached share of the model's family; `anthropic`:
-    the one-hour cache's when the client asked for it, `ttl_s`)."""
+    """The prices of a profile (`openai`: those of the model's family, `OPENAI_BY_MODEL`;
+    `anthropic`: the one-hour cache's when the client asked for it, `ttl_s`)."""
     if profile == "anthropic":
         return ANTHROPIC_LONG if ttl_s is not None and ttl_s >= LONG_TTL_S else ANTHROPIC
     if profile == "openai":
-        share = by_prefix(model, _OPENAI_PERCENT)
-        return Prices(cached=share / 100 if share is not None else OPENAI_CACHED_DEFAULT, write=1.0)
+        return by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
     return NO_CACHE
 
 
-_OPENAI_PERCENT = {k: round(v * 100) for k, v in OPENAI_CACHED_BY_MODEL.items()}
+def model_ttl_s(model: str) -> float | None:
+    """The prompt cache's lifetime a model's provider keeps by default, when longer than the
+    configured one is known: 30 minutes from OpenAI's GPT-5.6 family on."""
+    price = by_prefix(model, OPENAI_BY_MODEL)
+    return WRITE_BILLED_TTL_S if price is not None and price.write > 1.0 else None
 
 
 def profile_for(configured: str, model: str) -> Profile:
@@ -89,6 +101,17 @@ def pays(invalidated: float, saved: float, remaining_turns: float, price: Prices
     if extra <= 0 or invalidated <= 0:
         return True
     return remaining_turns * saved * price.cached > invalidated * extra
+
+
+def duration_s(value: object) -> float | None:
+    """Seconds in a TTL such as `"30m"`, `"1h"` or `"300s"` (None for anything else)."""
+    if not isinstance(value, str) or len(value) < 2 or not value[:-1].isdigit():
+        return None
+    unit = _UNITS_S.get(value[-1])
+    return float(int(value[:-1]) * unit) if unit is not None else None
+
+
+_UNITS_S = {"s": 1, "m": 60, "h": 3600}
 
 
 def lifetime(configured_s: float, requested_s: float | None) -> float:

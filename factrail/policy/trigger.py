@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeVar
+
+V = TypeVar("V")
 
 DueReason = Literal["below-soft-line", "hysteresis", "soft-line", "hard-line"]
 
@@ -37,10 +39,10 @@ def rearm_gap(trigger: int, rearm: int) -> int:
     return math.ceil(trigger * REARM_SHARE) if trigger > 0 else 0
 
 
-def by_prefix(model: str, table: Mapping[str, int]) -> int | None:
+def by_prefix(model: str, table: Mapping[str, V]) -> V | None:
     """The value for `model` by longest matching prefix (case-insensitive, `provider/` dropped)."""
     name = model.rsplit("/", 1)[-1].lower()
-    best: tuple[int, int] | None = None
+    best: tuple[int, V] | None = None
     for prefix, value in table.items():
         p = prefix.lower()
         if name.startswith(p) and (best is None or len(p) > best[0]):

@@ -166,17 +166,26 @@ def test_compaction_rewrites_only_the_transcript_and_reads_usage(
 
 
 @pytest.mark.parametrize(
-    ("retention", "ttl"), [(None, None), ("in_memory", None), ("24h", 86_400.0)]
+    ("extra", "ttl"),
+    [
+        ({}, None),
+        ({"prompt_cache_retention": "in_memory"}, None),
+        ({"prompt_cache_retention": "24h"}, 86_400.0),
+        # From GPT-5.6 on the cache lives 30 minutes, asked for or not.
+        ({"prompt_cache_options": {"ttl": "30m"}}, 1800.0),
+        ({"model": "gpt-6-sol"}, 1800.0),
+        ({"model": "openai/gpt-5.6-terra", "prompt_cache_options": {"mode": "explicit"}}, 1800.0),
+        ({"model": "gpt-5.5", "prompt_cache_options": {"ttl": "soon"}}, None),
+    ],
 )
-def test_openai_s_24_hour_retention_tells_the_step_its_cache_lives_longer(
+def test_openai_s_longer_lived_caches_tell_the_step_so(
     client: TestClient,
     router: respx.MockRouter,
     compactor: ScriptedCompactor,
-    retention: str | None,
+    extra: dict[str, Any],
     ttl: float | None,
 ) -> None:
     router.post(CHAT).mock(return_value=ok_json())
-    extra = {} if retention is None else {"prompt_cache_retention": retention}
     r = client.post("/v1/chat/completions", content=chat_body(**extra))
     assert r.status_code == 200
     assert compactor.cache_ttls == [ttl]

@@ -123,6 +123,13 @@ CHAT_USAGE = {"prompt_tokens": 1000, "completion_tokens": 5,
               "prompt_tokens_details": {"cached_tokens": 768}}  # fmt: skip
 RESPONSES_USAGE = {"input_tokens": 2000, "output_tokens": 9,
                    "input_tokens_details": {"cached_tokens": 1536}}  # fmt: skip
+# From the GPT-5.6 family on, OpenAI also reports the tokens it wrote to the cache (at 1.25×).
+CHAT_WRITE_USAGE = {"prompt_tokens": 9657, "completion_tokens": 78,
+                    "prompt_tokens_details": {"cached_tokens": 0,
+                                              "cache_write_tokens": 9654}}  # fmt: skip
+RESPONSES_WRITE_USAGE = {"input_tokens": 18014, "output_tokens": 9,
+                         "input_tokens_details": {"cache_write_tokens": 2003,
+                                                  "cached_tokens": 16008}}  # fmt: skip
 ANTHROPIC_USAGE = {"input_tokens": 5, "cache_read_input_tokens": 700,
                    "cache_creation_input_tokens": 40, "output_tokens": 3}  # fmt: skip
 RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "output": []}
@@ -134,13 +141,13 @@ def chat_stream(usage: dict[str, Any] | None) -> bytes:
     return data(delta, *last, done=True)
 
 
-def responses_stream() -> bytes:
+def responses_stream(usage: dict[str, Any] = RESPONSES_USAGE) -> bytes:
     created = {**RESPONSE, "status": "in_progress", "usage": None}
     return data(
         {"type": "response.created", "sequence_number": 0, "response": created},
         {"type": "response.output_text.delta", "sequence_number": 1, "delta": "Hi"},
         {"type": "response.completed", "sequence_number": 2,
-         "response": {**RESPONSE, "usage": RESPONSES_USAGE}},
+         "response": {**RESPONSE, "usage": usage}},
     )  # fmt: skip
 
 
@@ -177,6 +184,21 @@ def anthropic_stream(delta_usage: dict[str, int]) -> bytes:
         pytest.param(
             "/v1/responses", RESPONSES, responses_body(stream=True),
             responses_stream(), (464, 1536, 0), id="responses-stream",
+        ),
+        pytest.param(
+            "/v1/chat/completions", CHAT,
+            chat(stream=True, stream_options={"include_usage": True}),
+            chat_stream(CHAT_WRITE_USAGE), (3, 0, 9654), id="chat-stream-cache-write",
+        ),
+        pytest.param(
+            "/v1/responses", RESPONSES, responses_body(),
+            httpx.Response(200, json={**RESPONSE, "usage": RESPONSES_WRITE_USAGE}),
+            (3, 16008, 2003), id="responses-cache-write",
+        ),
+        pytest.param(
+            "/v1/responses", RESPONSES, responses_body(stream=True),
+            responses_stream(RESPONSES_WRITE_USAGE), (3, 16008, 2003),
+            id="responses-stream-cache-write",
         ),
         pytest.param(
             "/v1/messages", MESSAGES, anthropic_body(),

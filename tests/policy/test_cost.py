@@ -12,6 +12,8 @@ from factrail.policy.cost import (
     NO_CACHE,
     Prices,
     cold,
+    duration_s,
+    model_ttl_s,
     pays,
     prices,
     profile_for,
@@ -30,6 +32,25 @@ def test_profiles() -> None:
     assert prices("anthropic", ttl_s=3600) == Prices(cached=0.1, write=2.0)
     assert prices("anthropic", ttl_s=300) == prices("anthropic")
     assert prices("openai", "gpt-4o", ttl_s=86_400) == prices("openai", "gpt-4o")
+
+
+def test_openai_bills_cache_writes_from_the_gpt_5_6_family_on() -> None:
+    assert prices("openai", "gpt-5.5") == Prices(cached=0.1, write=1.0)
+    assert prices("openai", "gpt-5.6-luna") == Prices(cached=0.1, write=1.25)
+    assert prices("openai", "openai/gpt-6-sol") == Prices(cached=0.1, write=1.25)
+    assert prices("openai", "gpt-6.1-terra") == Prices(cached=0.05, write=1.25)
+    assert model_ttl_s("gpt-6-astra") == 1800.0
+    assert model_ttl_s("gpt-5-codex") is None
+    assert model_ttl_s("claude-sonnet-4-5") is None
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("30m", 1800.0), ("1h", 3600.0), ("300s", 300.0), ("24h", 86_400.0),
+     ("m", None), ("30", None), ("-5m", None), ("30d", None), (30, None), (None, None)],
+)  # fmt: skip
+def test_durations(value: object, seconds: float | None) -> None:
+    assert duration_s(value) == seconds
 
 
 def test_auto_picks_the_provider_by_model() -> None:
