@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from app import openai_marks
 from app.cache_marks import CacheMarks, requested_ttl
 from app.engine import Engine
 from app.errors import StreamShape, anthropic_error, openai_error
@@ -277,12 +278,16 @@ class Gateway:
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
-            if route.provider == "anthropic":  # a breakpoint at the end of the frozen zone
-                wire = items if document is None else document
+            wire = items if document is None else document
+            marked = None  # a breakpoint at the end of the frozen zone
+            if route.provider == "anthropic":
                 marked = self.cache_marks.mark(
                     session, result.outcome, data, wire, result.frozen_through
                 )
-                document = document if marked is None else marked
+            elif self.settings.cache_mark and model_ttl_s(model) is not None:
+                chat = route.field == "messages"
+                marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
+            document = document if marked is None else marked
             if document is None:
                 return Prepared(body, result.outcome, session, result)
             sent = result.estimated_sent
@@ -417,7 +422,8 @@ def _with_system(doc: Document, system: str) -> Document:
 
 def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
     """Estimated tokens outside the transcript, which the provider counts too: tool
-    definitions, Responses `instructions` and every system text (`system` / `developer`
+    definitions (also as a Responses `additional_tools` item), `instructions` and every system
+    text (`system` / `developer`
     messages of chat and Responses, Anthropic's top-level `system`)."""
     extra = sum(estimate_tokens(text) for text in doc.system_texts)
     tools = data.get("tools")
@@ -426,6 +432,10 @@ def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
     instructions = data.get("instructions")
     if isinstance(instructions, str):
         extra += estimate_tokens(instructions)
+    items = data.get("input")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            extra += estimate_tokens(orjson.dumps(item.get("tools")).decode())  # Codex on GPT-6
     return extra
 
 

@@ -34,6 +34,7 @@ from tests.integration.codex import CODEX, run_session, start_gateway  # noqa: E
 
 COLUMNS = (
     ("uncached", 9, lambda s: f"{s.total('input_tokens'):,}"),
+    ("written", 9, lambda s: f"{s.total('cache_creation'):,}"),
     ("cached", 9, lambda s: f"{s.total('cache_read'):,}"),
     ("cached %", 8, lambda s: f"{s.cache_read_share:.1%}"),
 )
@@ -45,6 +46,7 @@ def main() -> int:
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
     parser.add_argument("--reasoning", action="store_true", help="answers carry reasoning items")
     parser.add_argument("--parallel", type=int, default=0, help="every Nth step calls twice")
+    parser.add_argument("--model", default="gpt-5-codex", help="the model Codex asks for")
     args = parser.parse_args()
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)
@@ -58,7 +60,7 @@ def main() -> int:
         [int(s) for s in args.steps.split(",")],
         [int(t) for t in args.triggers.split(",")],
         direct=lambda endpoint: f"{endpoint}/v1",
-        script={"reasoning": args.reasoning, "parallel": args.parallel},
+        script={"reasoning": args.reasoning, "parallel": args.parallel, "model": args.model},
         prefix="factrail-codex-bench-",
     )
     return 0

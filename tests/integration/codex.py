@@ -28,16 +28,14 @@ from tests.integration.processes import ROOT, Process, free_port, start_factrail
 
 CODEX = ROOT / "plugin" / "node_modules" / ".bin" / "codex"
 MODEL = "gpt-5-codex"
-PRICES = prices("openai", MODEL)
-"""OpenAI's prices for the model: a cached input token at 0.1 of an uncached one."""
 RUN_TIMEOUT_S = 180
 KEY_ENV = "SCRIPTED_OPENAI_KEY"
 
 
-def config(base_url: str) -> str:
+def config(base_url: str, model: str = MODEL) -> str:
     """Codex's `config.toml`: the model, and the provider at `base_url` (ends in `/v1`)."""
     return (
-        f'model = "{MODEL}"\n'
+        f'model = "{model}"\n'
         'model_provider = "scripted"\n'
         "[model_providers.scripted]\n"
         'name = "scripted"\n'
@@ -56,11 +54,13 @@ def run_session(
 ) -> Session:
     """Script `steps` tool calls on the endpoint (root URL), write the project they read under
     `work`, and run `codex exec` there against `base_url` (the endpoint's or factrail's `/v1`);
-    `script` is added to the endpoint's script (`reasoning`)."""
+    `script` is added to the endpoint's script (`reasoning`); its `model` is the one Codex asks
+    for (on GPT-6, Codex works in code mode) and prices the session."""
+    model = str((script or {}).get("model") or MODEL)
     project, token = script_project(endpoint, work, steps, script)
     home = work / "codex-home"
     home.mkdir()
-    (home / "config.toml").write_text(config(base_url))
+    (home / "config.toml").write_text(config(base_url, model))
     environ: Mapping[str, str] = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(work),
@@ -82,7 +82,9 @@ def run_session(
     answer = last.read_text() if last.exists() else ""
     result = {"is_error": done.returncode != 0, "result": answer}
     records = endpoint_records(endpoint)
-    return Session(done.returncode, result, records, token, done.stderr[-2000:], PRICES)
+    return Session(
+        done.returncode, result, records, token, done.stderr[-2000:], prices("openai", model)
+    )
 
 
 def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:

@@ -15,6 +15,13 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   `TTL_S` from its last use. Usage: `input_tokens`, `input_tokens_details.cached_tokens`,
   `output_tokens`, streamed (SSE, in `response.completed`) or not. Tokens: an item's JSON in
   chars / 4, rounded up (`scripted_anthropic.meter`).
+- **The cache of GPT-5.6 and later** (`BreakpointCache`, models named in `WRITE_BILLED`), as
+  OpenAI documents it: a request writes its prefix at its breakpoints (the implicit one at the
+  end of its input unless `prompt_cache_options.mode` is `explicit`, and every content part
+  marked `prompt_cache_breakpoint`; at most `MAX_WRITES`), and reads the longest prefix that
+  ends exactly at one of the latest `MATCH_BREAKPOINTS` breakpoints written under its model and
+  `prompt_cache_key`, from `MIN_CACHED` tokens on, for `WRITE_BILLED_TTL_S` after it was
+  written. Usage adds `input_tokens_details.cache_write_tokens` (billed at 1.25× input).
 - **The script** (`POST /_configure` with `root`, `steps`, `fact_token`): the main session (a
   request with an `exec_command` tool) is answered step by step, by how many tool outputs it
   holds: step 0 reads the notes file holding the planted fact, later steps `cat` the generated
@@ -24,7 +31,10 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   re-runs the read once, as the note says, and answers from that; with `reasoning`, every
   answer starts with an opaque reasoning item (`encrypted_content`), which must come back
   right before the call or answer it produced (`validate`); with `parallel` (N), every Nth
-  step from the first asks for two calls at once. Other requests get a short text answer.
+  step from the first asks for two calls at once. A request whose tools come as an
+  `additional_tools` input item with a custom `exec` tool (Codex on GPT-6: "code mode") is
+  answered in kind: each call is a `custom_tool_call` of `exec` whose JavaScript runs the
+  step's command through `tools.exec_command`. Other requests get a short text answer.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, the first input
 item that differs from the previous main request, whether the planted line was in any tool
@@ -62,7 +72,20 @@ CACHE_STEP = 128
 TTL_S = 600.0
 """A cached prefix lives five to ten minutes after its last use; the longer end here."""
 MAIN_TOOL = "exec_command"
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+CODE_TOOL = "exec"
+"""Code mode's one tool: JavaScript that calls the others (`tools.exec_command(...)`)."""
+CALL_TYPES = ("function_call", "custom_tool_call")
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+ITEM_TYPES = ("message", *CALL_TYPES, *OUTPUT_TYPES, "reasoning", "additional_tools")
+WRITE_BILLED = ("gpt-5.6", "gpt-6")
+"""Model families whose cache is written at breakpoints and billed for its writes."""
+WRITE_BILLED_TTL_S = 1800.0
+MAX_WRITES = 4
+"""A request writes at most this many breakpoints."""
+BREAKPOINT = "prompt_cache_breakpoint"
+TEXT_PARTS = ("input_text", "text")
+MATCH_BREAKPOINTS = 80
+"""A request's read looks back over this many of the latest breakpoints written."""
 
 
 # -- the script --------------------------------------------------------------------------------
@@ -122,15 +145,16 @@ def validate(body: Any) -> None:
                 "user", "assistant", "system", "developer"
             ):  # fmt: skip
                 raise Invalid(f"Invalid '{where}': a message needs a role and content.")
-        if kind in ("function_call", "function_call_output"):
+        if kind in CALL_TYPES or kind in OUTPUT_TYPES:
             call_id = item.get("call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise Invalid(f"Missing required parameter: '{where}.call_id'.")
-            if kind == "function_call":
-                if not isinstance(item.get("arguments"), str):
-                    raise Invalid(f"Invalid type for '{where}.arguments': expected a string.")
+            if kind in CALL_TYPES:
+                field_name = "arguments" if kind == "function_call" else "input"
+                if not isinstance(item.get(field_name), str):
+                    raise Invalid(f"Invalid type for '{where}.{field_name}': expected a string.")
                 if call_id in called:
-                    raise Invalid(f"Duplicate function call id {call_id!r}.")
+                    raise Invalid(f"Duplicate tool call id {call_id!r}.")
                 called.add(call_id)
             else:
                 if call_id not in called:
@@ -140,6 +164,21 @@ def validate(body: Any) -> None:
                 if not isinstance(item.get("output"), str | list):
                     raise Invalid(f"Invalid type for '{where}.output'.")
                 answered.add(call_id)
+        if kind == "additional_tools" and not isinstance(item.get("tools"), list):
+            raise Invalid(f"Invalid type for '{where}.tools': expected an array.")
+    marked = sum(_marked(i) for i in _items(body))
+    if marked and not write_billed(body["model"]):
+        raise Invalid(f"Unknown parameter: '{BREAKPOINT}' (model {body['model']}).")
+    for k, item in enumerate(_items(body)):
+        for p in _parts(item):
+            if (
+                isinstance(p, dict)
+                and BREAKPOINT in p
+                and (p.get("type") not in TEXT_PARTS or p[BREAKPOINT] != {"mode": "explicit"})
+            ):
+                raise Invalid(f"Invalid '{BREAKPOINT}' in input[{k}].")
+    if marked + (not _explicit(body)) > MAX_WRITES:
+        raise Invalid(f"A request can write at most {MAX_WRITES} cache breakpoints.")
     missing = sorted(called - answered)
     if missing:
         raise Invalid(f"No tool output found for function call {missing[0]}.")
@@ -157,27 +196,57 @@ def validate(body: Any) -> None:
 def _produced_with(item: Any) -> bool:
     """Whether `item` can follow a reasoning item: the call or answer that reasoning produced."""
     kind = _kind(item)
-    return kind == "function_call" or (kind == "message" and item.get("role") == "assistant")
+    return kind in CALL_TYPES or (kind == "message" and item.get("role") == "assistant")
 
 
 # -- the prompt cache ----------------------------------------------------------------------------
 
 
 def blocks(body: dict[str, Any]) -> list[bytes]:
-    """The request as the cache sees it, in order: instructions, tools, input items."""
+    """The request as the cache sees it, in order: instructions, tools, input items (as the
+    model sees them: `rendered`)."""
     out = []
     if body.get("instructions"):
         out.append(b"instructions|" + orjson.dumps(body["instructions"]))
     tools = body.get("tools") or []
     out.extend(b"tool|" + orjson.dumps(t, option=orjson.OPT_SORT_KEYS) for t in tools)
-    out.extend(b"item|" + orjson.dumps(i, option=orjson.OPT_SORT_KEYS) for i in _items(body))
+    out.extend(
+        b"item|" + orjson.dumps(rendered(i), option=orjson.OPT_SORT_KEYS) for i in _items(body)
+    )
     return out
+
+
+def _parts(item: Any) -> list[Any]:
+    """An item's content blocks (a message's `content`, a tool output's `output`) when a list."""
+    if not isinstance(item, dict):
+        return []
+    value = item.get("output" if _kind(item) in OUTPUT_TYPES else "content")
+    return value if isinstance(value, list) else []
+
+
+def rendered(item: Any) -> Any:
+    """An input item as the model reads it: a breakpoint is no part of the prompt, and a list
+    of one text block reads as its text."""
+    if not isinstance(item, dict):
+        return item
+    key = "output" if _kind(item) in OUTPUT_TYPES else "content"
+    if not _parts(item):
+        return item
+    parts = [
+        {k: v for k, v in p.items() if k != BREAKPOINT} if isinstance(p, dict) else p
+        for p in item[key]
+    ]
+    single = len(parts) == 1 and isinstance(parts[0], dict)
+    if single and parts[0].get("type") in TEXT_PARTS and set(parts[0]) == {"type", "text"}:
+        return {**item, key: parts[0]["text"]}
+    return {**item, key: parts}
 
 
 @dataclass(frozen=True, slots=True)
 class Usage:
     input_tokens: int
     cached_tokens: int
+    cache_write_tokens: int = 0
 
 
 class PrefixCache:
@@ -202,6 +271,59 @@ class PrefixCache:
         return Usage(total, cached)
 
 
+def _explicit(body: dict[str, Any]) -> bool:
+    options = body.get("prompt_cache_options")
+    return isinstance(options, dict) and options.get("mode") == "explicit"
+
+
+def _marked(item: Any) -> int:
+    return sum(1 for p in _parts(item) if isinstance(p, dict) and BREAKPOINT in p)
+
+
+def breakpoints(body: dict[str, Any]) -> list[int]:
+    """Where a request asks its prefix to be written, as counts of `blocks`: after every input
+    item holding a block marked `prompt_cache_breakpoint`, and at the end of the input unless
+    `prompt_cache_options.mode` is `explicit`."""
+    items = _items(body)
+    head = len(blocks(body)) - len(items)
+    marks = [head + k + 1 for k, item in enumerate(items) if _marked(item)]
+    if not _explicit(body):
+        marks.append(head + len(items))
+    return sorted(set(marks))
+
+
+class BreakpointCache:
+    """GPT-5.6's cache: prefixes written at breakpoints, read only where one ends."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.entries: dict[tuple[str, str], list[tuple[bytes, float]]] = {}
+        self.clock = clock
+
+    def bill(self, model: str, key: str, raw: list[bytes], marks: list[int]) -> Usage:
+        now = self.clock()
+        hashes: list[bytes] = []
+        tokens = [0]
+        prefix = b""
+        for block in raw:
+            prefix = hashlib.blake2b(prefix + block, digest_size=16).digest()
+            hashes.append(prefix)
+            tokens.append(tokens[-1] + meter(block))
+        written = self.entries.setdefault((model, key), [])
+        live = {h for h, expiry in written[-MATCH_BREAKPOINTS:] if expiry > now}
+        cached = max((tokens[j + 1] for j, h in enumerate(hashes) if h in live), default=0)
+        cached = cached if cached >= MIN_CACHED else 0
+        writes = [j for j in marks[-MAX_WRITES:] if 0 < j <= len(raw) and tokens[j] >= MIN_CACHED]
+        for j in writes:
+            written.append((hashes[j - 1], now + WRITE_BILLED_TTL_S))
+        del written[: -MATCH_BREAKPOINTS * 4]
+        write = max((tokens[j] for j in writes), default=0) - cached
+        return Usage(tokens[-1], cached, max(write, 0))
+
+
+def write_billed(model: str) -> bool:
+    return model.rsplit("/", 1)[-1].startswith(WRITE_BILLED)
+
+
 # -- the endpoint --------------------------------------------------------------------------------
 
 
@@ -216,6 +338,7 @@ class Script:
 
 SCRIPT = Script()
 CACHE = PrefixCache()
+BREAKPOINTS = BreakpointCache()
 RECORDS: list[dict[str, Any]] = []
 _KEEP_BODY = 200_000
 """A rejected request's record keeps this much of its body, to say why."""
@@ -228,8 +351,27 @@ def _error(status: int, message: str) -> Response:
     return json_response(body, status, {"x-request-id": "req_scripted_error"})
 
 
+def _tool_names(tools: Any) -> set[str]:
+    """The names of `tools`, those inside namespaces included."""
+    names: set[str] = set()
+    for tool in tools if isinstance(tools, list) else []:
+        if isinstance(tool, dict):
+            names.add(str(tool.get("name", "")))
+            names |= _tool_names(tool.get("tools"))
+    return names
+
+
+def _code_mode(body: dict[str, Any]) -> bool:
+    """Whether the client's tools come as an input item with code mode's `exec` (Codex on
+    GPT-6), so calls are JavaScript that calls the tools."""
+    return any(
+        _kind(i) == "additional_tools" and CODE_TOOL in _tool_names(i.get("tools"))
+        for i in _items(body)
+    )
+
+
 def _is_main(body: dict[str, Any]) -> bool:
-    return any(isinstance(t, dict) and t.get("name") == MAIN_TOOL for t in body.get("tools") or [])
+    return MAIN_TOOL in _tool_names(body.get("tools")) or _code_mode(body)
 
 
 def _output_text(item: dict[str, Any]) -> str:
@@ -240,7 +382,14 @@ def _output_text(item: dict[str, Any]) -> str:
     return "\n".join(p.get("text", "") for p in parts if isinstance(p, dict))
 
 
-def _call(step: int, cmd: str) -> dict[str, Any]:
+def _call(step: int, cmd: str, code: bool = False) -> dict[str, Any]:
+    """The call that runs `cmd`: `exec_command`, or in code mode JavaScript calling it."""
+    if code:
+        source = (f"const r = await tools.exec_command({{cmd: {orjson.dumps(cmd).decode()}}});\n"
+                  "text(r.output);")  # fmt: skip
+        return {"type": "custom_tool_call", "id": f"ctc_scripted_{step:03d}",
+                "status": "completed", "call_id": f"call_scripted_{step:03d}",
+                "name": CODE_TOOL, "input": source}  # fmt: skip
     return {"type": "function_call", "id": f"fc_scripted_{step:03d}", "status": "completed",
             "call_id": f"call_scripted_{step:03d}", "name": MAIN_TOOL,
             "arguments": orjson.dumps({"cmd": cmd, "yield_time_ms": 10000}).decode()}  # fmt: skip
@@ -267,18 +416,19 @@ def _answered_in_order(items: list[Any]) -> bool:
     pending: list[str] = []
     for item in items:
         kind = _kind(item)
-        if kind == "function_call":
+        if kind in CALL_TYPES:
             if not pending:
                 calls = []
             calls.append(item["call_id"])
             pending = list(calls)
-        elif kind == "function_call_output" and (not pending or item["call_id"] != pending.pop(0)):
+        elif kind in OUTPUT_TYPES and (not pending or item["call_id"] != pending.pop(0)):
             return False
     return True
 
 
 def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
-    outputs = [i for i in _items(body) if _kind(i) == "function_call_output"]
+    outputs = [i for i in _items(body) if _kind(i) in OUTPUT_TYPES]
+    code = _code_mode(body)
     step = len(outputs)
     record["step"] = step
     sent = [i for i in _items(body) if _kind(i) == "reasoning"]
@@ -294,17 +444,17 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     record["outputs_in_order"] = _answered_in_order(_items(body))
     last = min(SCRIPT.steps, MAX_STEPS)
     if step < last:
-        calls = [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token))]
+        calls = [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token), code)]
         if SCRIPT.parallel and step % SCRIPT.parallel == 1 and step + 1 < last - 1:
             # Two calls at once: their outputs come back together, after both calls.
-            calls.append(_call(step + 1, command(step + 1, SCRIPT.steps, SCRIPT.fact_token)))
+            calls.append(_call(step + 1, command(step + 1, SCRIPT.steps, SCRIPT.fact_token), code))
         return calls
     lines = (ln for o in outputs for ln in _output_text(o).splitlines())
     found = next((ln for ln in lines if FACT_PREFIX in ln), None)
     if found is None and step == min(SCRIPT.steps, MAX_STEPS) and outputs:
         # Not in sight: do what the note in its place says, as an agent would, once.
         record["recovering"] = True
-        return [_call(step, command(0, SCRIPT.steps, SCRIPT.fact_token))]
+        return [_call(step, command(0, SCRIPT.steps, SCRIPT.fact_token), code)]
     token = found.split(FACT_PREFIX, 1)[1].split()[0] if found else None
     record["answered_fact"] = token
     text = f"The release signing key fingerprint is {token}." if token else "The fact is gone."
@@ -341,11 +491,15 @@ async def responses(request: Request) -> Response:
     model = body["model"]
     main = _is_main(body) and SCRIPT.steps > 0
     key = str(body.get("prompt_cache_key") or "")
+    record["marked"] = [k for k, i in enumerate(_items(body)) if _marked(i)]
     record.update(status=200, model=model, kind="main" if main else "side",
                   stream=bool(body.get("stream")), items=len(_items(body)),
                   prompt_cache_key=key)  # fmt: skip
     cut = blocks(body)
-    usage = CACHE.bill(model, key, cut)
+    if write_billed(model):
+        usage = BREAKPOINTS.bill(model, key, cut, breakpoints(body))
+    else:
+        usage = CACHE.bill(model, key, cut)
     output = _answer_main(body, record) if main else [_text("Bill test session", record["n"])]
     if main and SCRIPT.reasoning:
         output = [_reasoning(record["n"]), *output]
@@ -355,8 +509,12 @@ async def responses(request: Request) -> Response:
         record["previous_items"] = len(_LAST_MAIN)
         _LAST_MAIN[:] = current
     out_tokens = sum(meter(orjson.dumps(i)) for i in output)
-    record.update(input_tokens=usage.input_tokens - usage.cached_tokens,
-                  cache_read=usage.cached_tokens, output_tokens=out_tokens)  # fmt: skip
+    uncached = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
+    record.update(input_tokens=uncached, cache_read=usage.cached_tokens,
+                  cache_creation=usage.cache_write_tokens, output_tokens=out_tokens)  # fmt: skip
+    details = {"cached_tokens": usage.cached_tokens}
+    if write_billed(model):
+        details["cache_write_tokens"] = usage.cache_write_tokens
     response = {
         "id": f"resp_scripted_{record['n']:04d}",
         "object": "response",
@@ -366,7 +524,7 @@ async def responses(request: Request) -> Response:
         "output": output,
         "usage": {
             "input_tokens": usage.input_tokens,
-            "input_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "input_tokens_details": details,
             "output_tokens": out_tokens,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": usage.input_tokens + out_tokens,
@@ -394,6 +552,7 @@ async def configure(request: Request) -> Response:
 def _forget() -> None:
     """Forget the cache and the last main request (`/_reset` forgets the records too)."""
     CACHE.entries.clear()
+    BREAKPOINTS.entries.clear()
     _LAST_MAIN.clear()
 
 

@@ -105,19 +105,42 @@ def test_reasoning_items_and_parallel_calls_go_back_as_the_api_requires(stack: P
     assert through.billed < direct.billed
 
 
+def test_on_gpt_6_code_mode_and_the_paid_cache_writes_cost_less_through_factrail(
+    stack: Pairs,
+) -> None:
+    """On GPT-6 Codex works in code mode: its tools arrive as an `additional_tools` input item,
+    and every call is JavaScript for `exec` (a `custom_tool_call`). The model's cache is written
+    at breakpoints and bills each write at 1.25x, read at 0.1x. Through factrail every request
+    stays valid, the outputs of code-mode calls are reduced, and a breakpoint on the frozen
+    zone's last output lets each later compaction read past the head (without it each of five
+    compactions re-read the head alone and the session cost 0.958 of direct)."""
+    direct, through, factrail = stack.pair(LONG, {"model": "gpt-6-sol"})
+    completed(direct, LONG)
+    completed(through, LONG)
+    assert all(r["model"] == "gpt-6-sol" for r in through.main)
+    assert direct.total("cache_creation") > 0 and through.total("input_tokens") == 0
+    assert all(r["marked"] == [] for r in direct.main)
+    assert factrail["compactions"] >= 3
+    changed = [r for r in through.main if r.get("first_diff") is not None]
+    head = through.main[0]["cache_creation"]
+    assert [r["marked"] for r in changed] and all(r["marked"] for r in changed)
+    assert all(r["cache_read"] > head for r in changed[1:])
+    assert through.billed < 0.9 * direct.billed
+
+
 def test_sessions_that_end_on_the_last_event_leave_no_connection_lost(stack: Pairs) -> None:
     """Codex drops its connection as soon as it reads `response.completed`. The relay used to
     cancel itself natively then, and when that landed while the finished upstream was being
     closed it cut httpcore's hand-back of the connection short: nearly every session lost one,
-    and after four a gateway answered everything with 504s. Five sessions through one gateway
+    and after four a gateway answered everything with 504s. Six sessions through one gateway
     complete, factrail answers none with a 5xx, and its pool gauge shows no connection lost
     (on the old relay it read 1 after the first session and 3 after the second)."""
-    while stack.runs < 5:
+    while stack.runs < 6:
         _, through, _ = stack.pair(SHORT)
         completed(through, SHORT)
     time.sleep(POOL_WATCH_S + 0.5)  # one refresh of the pool gauges after the last session
     metrics = httpx.get(f"{stack.gateway_root}/metrics", timeout=10).text
-    assert metric_total(metrics, "factrail_requests_total", route=ROUTE) >= 5 * (SHORT + 1)
+    assert metric_total(metrics, "factrail_requests_total", route=ROUTE) >= 6 * (SHORT + 1)
     assert metric_total(metrics, "factrail_requests_total", status_class="5xx") == 0
     assert metric_total(metrics, "factrail_upstream_connections", state="idle") >= 1
     assert metric_total(metrics, "factrail_upstream_connections", state="orphaned") == 0
