@@ -158,9 +158,11 @@ class Settings(BaseSettings):
     rules (`bench/anthropic_replay.py`): 0.5 bills 0.806 of direct with no session above
     direct; 1 (the default) 0.768, 5 of 48 above (at most 1.23×); 2, 0.736, 14 of 48 above."""
     cache_mark: bool = True
-    """On Anthropic requests with a cache breakpoint free (at most four), mark the end of the
-    frozen zone with one `cache_control`, so a compaction re-writes only what it changed (before
-    the first compaction, once past half the trigger: the head before the first result)."""
+    """Mark the end of the frozen zone with one cache breakpoint, so a compaction re-writes only
+    what it changed (before the first compaction, once past half the trigger: the head before
+    the first result): a `cache_control` on Anthropic requests with a breakpoint free (at most
+    four), a `prompt_cache_breakpoint` on the last tool output of the zone on OpenAI requests to
+    GPT-5.6 and later (within their four writes; older models take no such field)."""
     cache_ttl_s: float = Field(default=300.0, gt=0)
     """A session idle longer than this has lost its provider cache, so a compaction at the soft
     line costs nothing extra and runs at once. A request that asks for a longer-lived cache is
