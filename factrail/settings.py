@@ -52,6 +52,8 @@ DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4.1": 1_047_576,
     "gpt-4.5": 128_000,
     "gpt-5": 400_000,
+    "gpt-5.6": 922_000,
+    "gpt-6": 922_000,
     "o1": 200_000,
     "o3": 200_000,
     "o4": 200_000,
@@ -147,8 +149,9 @@ class Settings(BaseSettings):
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
     the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×, or 2×
     when the request's markers ask for the one-hour cache),
-    `openai` (cached 0.5×, 0.25×, 0.1× or 0.05× by model family, and from the GPT-5.6 family on
-    writes at 1.25×), `none` (no cache: compact at the
+    `openai` (cached 0.5×, 0.25×, 0.1× or 0.05× by model family; from the GPT-5.6 family on
+    writes at 1.25×, and every input token at 2× once a request passes 272K, so a compaction
+    that brings one back under that line saves on all of it), `none` (no cache: compact at the
     soft line); `auto` picks by the model's name."""
     payback_horizon: float = Field(default=1.0, gt=0)
     """How many more turns the cost gate bets a session has, as a multiple of the turns it has

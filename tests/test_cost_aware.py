@@ -331,3 +331,39 @@ async def test_the_one_hour_cache_a_client_asks_for_goes_cold_later_and_costs_mo
     clock.now += 3601
     cold = await compactor.compact("s", openai_chat.parse(wire), cache_ttl_s=3600)
     assert cold.decision == "cold" and cold.outcome == "compacted"
+
+
+def long_reads(turns: int, chars: int) -> list[dict[str, Any]]:
+    """A chat transcript of `turns` reads of `chars` chars each."""
+    wire: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing deploy."},
+    ]
+    for i in range(turns):
+        command = f'{{"command": "cat run{i}.log"}}'
+        function = {"name": "Bash", "arguments": command}
+        call = {"id": f"call_{i:03d}", "type": "function", "function": function}
+        lines = [f"line {j} of output {i}, request req-{i:04d}{j:05d}" for j in range(chars // 40)]
+        output = "\n".join(lines)[:chars]
+        wire.append({"role": "assistant", "content": f"Step {i}.", "tool_calls": [call]})
+        wire.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+    wire.append({"role": "assistant", "content": "Done reading."})
+    return wire
+
+
+@pytest.mark.parametrize(("chars", "decision"), [(80_000, "waits"), (85_000, "pays")])
+async def test_getting_back_under_the_long_context_price_line_pays_at_once(
+    chars: int, decision: str
+) -> None:
+    """GPT-6 bills a request past 272K input tokens at twice the input prices, all of it. Ten
+    turns in, re-writing most of the transcript does not pay back for a request under the line
+    (261K tokens); for one past it (278K) every later turn would cost twice as much, so the same
+    compaction runs and brings it back under."""
+    wire = long_reads(10, chars)
+    size = tokens_of(wire)
+    result = await make(int(size / 0.9), "openai").compact(
+        "s", openai_chat.parse(wire), model="gpt-6-sol"
+    )
+    assert result.decision == decision
+    if decision == "pays":
+        assert size > 272_000 > result.tokens_after

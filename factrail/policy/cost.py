@@ -25,6 +25,10 @@ LONG_TTL_S = 3600.0
 EXTENDED_RETENTION_S = 86_400.0
 """OpenAI's extended prompt-cache retention, when the client asks for it
 (`prompt_cache_retention = "24h"`)."""
+LONG_CONTEXT_FACTOR = 2.0
+LONG_CONTEXT_TOKENS = 272_000
+"""OpenAI bills a request of more input tokens than this at twice the input prices, for the
+whole request (GPT-5.6 and GPT-6 families)."""
 WRITE_BILLED_TTL_S = 1800.0
 """OpenAI's cache from the GPT-5.6 family on lives 30 minutes (`prompt_cache_options.ttl`,
 whose only value is `"30m"`)."""
@@ -38,6 +42,14 @@ class Prices:
     """A token read from the prompt cache."""
     write: float
     """A token not read from the cache (written to it where the provider charges for that)."""
+    long_context: int | None = None
+    """Past this many input tokens the whole request's input costs `LONG_CONTEXT_FACTOR` times
+    as much (OpenAI's GPT-5.6 and GPT-6 families, past 272K)."""
+
+    def tier(self, tokens: float) -> float:
+        """What every input token of a request of `tokens` costs, relative to the base prices."""
+        above = self.long_context is not None and tokens > self.long_context
+        return LONG_CONTEXT_FACTOR if above else 1.0
 
     def billed(self, cached: float, uncached: float) -> float:
         """Token-units billed for a request of `cached` + `uncached` input tokens."""
@@ -56,13 +68,14 @@ OPENAI_BY_MODEL = {
     "o4": Prices(cached=0.25, write=1.0),
     "gpt-5": Prices(cached=0.1, write=1.0),
     "codex": Prices(cached=0.25, write=1.0),
-    "gpt-5.6": Prices(cached=0.1, write=1.25),
-    "gpt-6": Prices(cached=0.1, write=1.25),
-    "gpt-6.1": Prices(cached=0.05, write=1.25),
+    "gpt-5.6": Prices(cached=0.1, write=1.25, long_context=LONG_CONTEXT_TOKENS),
+    "gpt-6": Prices(cached=0.1, write=1.25, long_context=LONG_CONTEXT_TOKENS),
+    "gpt-6.1": Prices(cached=0.05, write=1.25, long_context=LONG_CONTEXT_TOKENS),
 }
 """OpenAI's input prices by model family (longest prefix wins): what a cached token costs, and
 from the GPT-5.6 family on what a token written to the cache costs (earlier models bill no
-writes). GPT-6 Astra, Sol and Luna read at 0.1; GPT-6.1 Sol and Terra at 0.05."""
+writes). GPT-6 Astra, Sol and Luna read at 0.1; GPT-6.1 Sol and Terra at 0.05. The write-billed
+families also bill a request past 272K input tokens at twice the input prices."""
 OPENAI_DEFAULT = Prices(cached=0.5, write=1.0)
 """A model the table does not know: the oldest cache's prices, which bet the least on a cache."""
 
@@ -92,15 +105,21 @@ def profile_for(configured: str, model: str) -> Profile:
     return "anthropic" if name.startswith("claude") else "openai"
 
 
-def pays(invalidated: float, saved: float, remaining_turns: float, price: Prices) -> bool:
+def pays(
+    invalidated: float, saved: float, remaining_turns: float, price: Prices, tokens: float = 0.0
+) -> bool:
     """Whether removing `saved` tokens from every one of `remaining_turns` later requests is
-    worth re-billing the `invalidated` tokens once."""
+    worth re-billing the `invalidated` tokens once. `tokens`: the request's size before, when
+    known, for a price that rises past a size (`Prices.long_context`): bringing a request back
+    under that line saves the higher price on all of it."""
     if saved <= 0:
         return False
-    extra = price.write - price.cached
+    before, now = price.tier(tokens), price.tier(max(tokens - saved, 0.0))
+    per_turn = price.cached * (now * saved + (before - now) * tokens)
+    extra = (price.write - price.cached) * now
     if extra <= 0 or invalidated <= 0:
         return True
-    return remaining_turns * saved * price.cached > invalidated * extra
+    return remaining_turns * per_turn > invalidated * extra
 
 
 def duration_s(value: object) -> float | None:

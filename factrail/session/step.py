@@ -420,7 +420,7 @@ class SessionCompactor:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
         `invalidated` once, under the provider's prices."""
         remaining = turn.turns * self.options.payback_horizon
-        return pays(invalidated, saved, remaining, self._prices(turn))
+        return pays(invalidated, saved, remaining, self._prices(turn), turn.tokens)
 
     def _prices(self, turn: Turn) -> Prices:
         profile = profile_for(self.options.price_profile, turn.model)

@@ -36,12 +36,27 @@ def test_profiles() -> None:
 
 def test_openai_bills_cache_writes_from_the_gpt_5_6_family_on() -> None:
     assert prices("openai", "gpt-5.5") == Prices(cached=0.1, write=1.0)
-    assert prices("openai", "gpt-5.6-luna") == Prices(cached=0.1, write=1.25)
-    assert prices("openai", "openai/gpt-6-sol") == Prices(cached=0.1, write=1.25)
-    assert prices("openai", "gpt-6.1-terra") == Prices(cached=0.05, write=1.25)
+    assert prices("openai", "gpt-5.6-luna") == Prices(cached=0.1, write=1.25, long_context=272_000)
+    assert prices("openai", "openai/gpt-6-sol") == prices("openai", "gpt-5.6-luna")
+    assert prices("openai", "gpt-6.1-terra") == Prices(0.05, 1.25, long_context=272_000)
     assert model_ttl_s("gpt-6-astra") == 1800.0
     assert model_ttl_s("gpt-5-codex") is None
     assert model_ttl_s("claude-sonnet-4-5") is None
+
+
+def test_bringing_a_request_back_under_the_long_context_line_saves_on_all_of_it() -> None:
+    gpt6 = prices("openai", "gpt-6-sol")
+    assert gpt6.tier(272_000) == 1.0 and gpt6.tier(272_001) == 2.0
+    assert prices("openai", "gpt-5.5").tier(500_000) == 1.0
+    # 300k tokens, 60k removed, 250k re-billed. Brought under the line, each later turn saves
+    # the doubled half of all 300k too, so 8 turns pay it back; on one side of it, 48.
+    assert pays(250_000, 60_000, 8, gpt6, 300_000)
+    assert not pays(250_000, 60_000, 7, gpt6, 300_000)
+    assert not pays(250_000, 60_000, 47, gpt6, 200_000)
+    assert not pays(250_000, 60_000, 47, gpt6, 400_000)
+    assert pays(250_000, 60_000, 48, gpt6, 400_000)
+    # Without a size the rule is the plain one.
+    assert pays(250_000, 60_000, 48, gpt6) and not pays(250_000, 60_000, 47, gpt6)
 
 
 @pytest.mark.parametrize(
