@@ -59,13 +59,23 @@ DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
     "o4": 200_000,
     "codex": 400_000,
     "claude": 200_000,
+    "claude-opus-4-6": 1_000_000,
+    "claude-sonnet-4-6": 1_000_000,
+    "claude-opus-4-7": 1_000_000,
+    "claude-opus-4-8": 1_000_000,
+    "claude-opus-5": 1_000_000,
+    "claude-sonnet-5": 1_000_000,
+    "claude-haiku-5": 1_000_000,
+    "claude-fable": 1_000_000,
     "gemini": 1_048_576,
     "deepseek": 128_000,
     "qwen": 128_000,
     "llama": 128_000,
     "mistral": 128_000,
 }
-"""Model-name prefix → context window in tokens (longest prefix wins); overridable."""
+"""Model-name prefix → context window in tokens (longest prefix wins); overridable. Claude's
+windows are 1M from Opus and Sonnet 4.6 on (every current model but Haiku 4.5); OpenAI's
+GPT-5.6 and GPT-6 families take 922K input tokens of their 1.05M."""
 KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
 """A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: clamped inside."""
 OUTPUTS_ROUTE = "/v1/factrail/outputs/"
@@ -140,7 +150,8 @@ class Settings(BaseSettings):
     `trigger_tokens` (longest prefix wins), e.g. `{"gpt-4.1": 400000}`."""
     context_windows: IntMap = Field(default_factory=lambda: dict(DEFAULT_CONTEXT_WINDOWS))
     """JSON object, model-name prefix → context window, merged over the built-in table
-    (gpt-4o 128k, gpt-4.1 1M, gpt-5 400k, o-series 200k, claude 200k, gemini 1M, …; longest
+    (gpt-4o 128k, gpt-4.1 1M, gpt-5 400k, gpt-5.6 and gpt-6 922k, o-series 200k, claude 200k
+    but 1M from Opus and Sonnet 4.6 on, gemini 1M, …; longest
     prefix wins). A request past 0.9 of its model's window is always compacted, recent results
     included."""
     rearm_tokens: int = 0

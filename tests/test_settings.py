@@ -69,3 +69,29 @@ def test_the_toml_file_is_read_and_the_environment_wins(
     settings = Settings()
     assert settings.trigger_tokens == 90_000
     assert settings.plan_options().head_chars == 150
+
+
+@pytest.mark.parametrize(
+    ("model", "window", "trigger"),
+    [
+        ("claude-sonnet-4-5-20250929", 200_000, 120_000),  # 60 % of the window is lower
+        ("claude-haiku-4-5", 200_000, 120_000),
+        ("claude-opus-4-6", 1_000_000, 180_000),
+        ("claude-opus-5-5", 1_000_000, 180_000),
+        ("claude-sonnet-5", 1_000_000, 180_000),
+        ("claude-fable-5-1", 1_000_000, 180_000),
+        ("gpt-5.5", 400_000, 180_000),
+        ("gpt-6-sol", 922_000, 180_000),
+        ("openai/gpt-5.6-luna", 922_000, 180_000),
+    ],
+)
+def test_the_built_in_windows_know_the_current_models(
+    model: str, window: int, trigger: int
+) -> None:
+    """Every current Claude model but Haiku 4.5 has a 1M window, and GPT-5.6 and GPT-6 take
+    922K input tokens: with the old 200K for every Claude, a session on Opus 5.5 was compacted
+    from 100K and had its recent results cut from 180K, far from its window."""
+    lines = Settings().trigger()
+    assert lines.window_for(model) == window
+    assert lines.for_model(model) == trigger
+    assert lines.fit(model) == int(0.9 * window)
