@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bills import compare  # noqa: E402
 from tests.integration.bills import Session  # noqa: E402
-from tests.integration.claude_code import CLAUDE, run_session, start_gateway  # noqa: E402
+from tests.integration.claude_code import CLAUDE, MODEL, run_session, start_gateway  # noqa: E402
 
 COLUMNS = (
     ("uncached", 8, lambda s: f"{s.total('input_tokens'):,}"),
@@ -53,6 +53,7 @@ def main() -> int:
     )
     parser.add_argument("--thinking", action="store_true", help="answers carry thinking blocks")
     parser.add_argument("--parallel", type=int, default=0, help="every Nth step calls twice")
+    parser.add_argument("--model", default=MODEL, help="the model Claude Code asks for")
     args = parser.parse_args()
     if not CLAUDE.exists():
         print(f"{CLAUDE} is missing: run `make node-deps`", file=sys.stderr)
@@ -65,7 +66,12 @@ def main() -> int:
         COLUMNS,
         [int(s) for s in args.steps.split(",")],
         [int(t) for t in args.triggers.split(",")],
-        script={"writes": args.writes, "thinking": args.thinking, "parallel": args.parallel},
+        script={
+            "writes": args.writes,
+            "thinking": args.thinking,
+            "parallel": args.parallel,
+            "model": args.model,
+        },
         prefix="factrail-cc-bench-",
     )
     return 0

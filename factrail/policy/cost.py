@@ -11,7 +11,7 @@ has gone cold (idle past its TTL) the invalidation costs nothing extra.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from factrail.policy.trigger import by_prefix
@@ -25,7 +25,6 @@ LONG_TTL_S = 3600.0
 EXTENDED_RETENTION_S = 86_400.0
 """OpenAI's extended prompt-cache retention, when the client asks for it
 (`prompt_cache_retention = "24h"`)."""
-LONG_CONTEXT_FACTOR = 2.0
 LONG_CONTEXT_TOKENS = 272_000
 """OpenAI bills a request of more input tokens than this at twice the input prices, for the
 whole request (GPT-5.6 and GPT-6 families)."""
@@ -43,13 +42,14 @@ class Prices:
     write: float
     """A token not read from the cache (written to it where the provider charges for that)."""
     long_context: int | None = None
-    """Past this many input tokens the whole request's input costs `LONG_CONTEXT_FACTOR` times
-    as much (OpenAI's GPT-5.6 and GPT-6 families, past 272K)."""
+    """Past this many input tokens the whole request's input costs `long_context_factor` times
+    as much (OpenAI's GPT-5.6 and GPT-6 families past 272K, Claude Haiku 5.5 past 100K)."""
+    long_context_factor: float = 2.0
 
     def tier(self, tokens: float) -> float:
         """What every input token of a request of `tokens` costs, relative to the base prices."""
         above = self.long_context is not None and tokens > self.long_context
-        return LONG_CONTEXT_FACTOR if above else 1.0
+        return self.long_context_factor if above else 1.0
 
     def billed(self, cached: float, uncached: float) -> float:
         """Token-units billed for a request of `cached` + `uncached` input tokens."""
@@ -57,8 +57,19 @@ class Prices:
 
 
 ANTHROPIC = Prices(cached=0.1, write=1.25)
-ANTHROPIC_LONG = Prices(cached=0.1, write=2.0)
-"""Anthropic's prices for entries of its one-hour cache: written at twice the input price."""
+ANTHROPIC_LONG_WRITE = 2.0
+"""Anthropic writes entries of its one-hour cache at twice the input price."""
+ANTHROPIC_LONG = Prices(cached=0.1, write=ANTHROPIC_LONG_WRITE)
+ANTHROPIC_BY_MODEL = {
+    "claude-opus-5-5": Prices(cached=0.05, write=1.25),
+    "claude-sonnet-5-5": Prices(cached=0.05, write=1.25),
+    "claude-haiku-5-5": Prices(
+        cached=0.1, write=1.25, long_context=100_000, long_context_factor=5.0
+    ),
+}
+"""Claude models whose prices differ from `ANTHROPIC` (longest prefix wins): Opus 5.5 and
+Sonnet 5.5 (since 2026-10-07) read the cache at 0.05 of input; Haiku 5.5 bills a prompt past
+100K tokens at five times its prices, all of it."""
 NO_CACHE = Prices(cached=1.0, write=1.0)
 OPENAI_BY_MODEL = {
     "gpt-4o": Prices(cached=0.5, write=1.0),
@@ -81,10 +92,12 @@ OPENAI_DEFAULT = Prices(cached=0.5, write=1.0)
 
 
 def prices(profile: Profile, model: str = "", ttl_s: float | None = None) -> Prices:
-    """The prices of a profile (`openai`: those of the model's family, `OPENAI_BY_MODEL`;
-    `anthropic`: the one-hour cache's when the client asked for it, `ttl_s`)."""
+    """The prices of a profile for `model` (`OPENAI_BY_MODEL`, `ANTHROPIC_BY_MODEL`); on
+    `anthropic`, the one-hour cache's writes when the client asked for it (`ttl_s`)."""
     if profile == "anthropic":
-        return ANTHROPIC_LONG if ttl_s is not None and ttl_s >= LONG_TTL_S else ANTHROPIC
+        price = by_prefix(model, ANTHROPIC_BY_MODEL) or ANTHROPIC
+        long_lived = ttl_s is not None and ttl_s >= LONG_TTL_S
+        return replace(price, write=ANTHROPIC_LONG_WRITE) if long_lived else price
     if profile == "openai":
         return by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
     return NO_CACHE

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from factrail.policy.cost import prices
 from tests.integration.bills import (
     PROMPT,
     Session,
@@ -25,6 +26,10 @@ from tests.integration.bills import (
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
 
 CLAUDE = ROOT / "plugin" / "node_modules" / ".bin" / "claude"
+MODEL = "claude-opus-5"
+"""The model the sessions ask for: priced as the `anthropic` profile (reads 0.1, writes 1.25).
+Claude Code's own default, Opus 5.5, reads the cache at 0.05 (`bench/claude_code_bill.py
+--model claude-opus-5-5`)."""
 RUN_TIMEOUT_S = 120
 
 
@@ -55,7 +60,8 @@ def run_session(
     """Script `steps` tool calls on the endpoint (root URL), write the project they read under
     `work`, and run Claude Code there against `base_url` (the endpoint, or factrail). `args`
     and `env` are added to Claude Code's command line and environment, `script` to the
-    endpoint's script (`fenced`, `fenced_step`)."""
+    endpoint's script (`fenced`, `fenced_step`); its `model` is the one Claude Code asks for
+    (`MODEL` when not given), which prices the session."""
     project, token = script_project(endpoint, work, steps, script)
     home = work / "home"
     home.mkdir()
@@ -66,8 +72,9 @@ def run_session(
         ANTHROPIC_API_KEY="scripted-" + secrets.token_hex(8),
         **(env or {}),
     )
+    model = str((script or {}).get("model") or MODEL)
     argv = [str(CLAUDE), "-p", PROMPT, "--output-format", "json", "--dangerously-skip-permissions",
-            *args]  # fmt: skip
+            "--model", model, *args]  # fmt: skip
     done = subprocess.run(
         argv, cwd=project, env=environ, capture_output=True, text=True, timeout=RUN_TIMEOUT_S
     )
@@ -76,7 +83,9 @@ def run_session(
     except json.JSONDecodeError:
         result = {"unparsed": done.stdout[-2000:]}
     records = endpoint_records(endpoint)
-    return Session(done.returncode, result, records, token, done.stderr[-2000:])
+    # Priced as Anthropic bills the model (Opus 5.5 and Sonnet 5.5 read the cache at 0.05).
+    price = prices("anthropic", model)
+    return Session(done.returncode, result, records, token, done.stderr[-2000:], price)
 
 
 def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:

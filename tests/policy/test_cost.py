@@ -44,6 +44,21 @@ def test_openai_bills_cache_writes_from_the_gpt_5_6_family_on() -> None:
     assert model_ttl_s("claude-sonnet-4-5") is None
 
 
+def test_claude_s_prices_by_model() -> None:
+    assert prices("anthropic", "claude-sonnet-4-5") == ANTHROPIC
+    assert prices("anthropic", "claude-opus-5") == ANTHROPIC
+    assert prices("anthropic", "claude-opus-5-5") == Prices(cached=0.05, write=1.25)
+    assert prices("anthropic", "claude-sonnet-5-5-20260915") == Prices(cached=0.05, write=1.25)
+    # The one-hour cache writes at twice the input price whatever the read price.
+    assert prices("anthropic", "claude-opus-5-5", ttl_s=3600) == Prices(cached=0.05, write=2.0)
+    haiku = prices("anthropic", "claude-haiku-5-5")
+    assert haiku.tier(100_000) == 1.0 and haiku.tier(100_001) == 5.0
+    # Cheaper reads make a compaction's saving worth less: about twice the turns to pay back.
+    opus = prices("anthropic", "claude-opus-5-5")
+    assert pays(10_000, 2_000, 58, ANTHROPIC) and not pays(10_000, 2_000, 120, opus)
+    assert pays(10_000, 2_000, 121, opus)
+
+
 def test_bringing_a_request_back_under_the_long_context_line_saves_on_all_of_it() -> None:
     gpt6 = prices("openai", "gpt-6-sol")
     assert gpt6.tier(272_000) == 1.0 and gpt6.tier(272_001) == 2.0
