@@ -85,6 +85,13 @@ def _parser() -> argparse.ArgumentParser:
         help="the cache lifetime --sim's client asks for (3600: Anthropic's one-hour cache, "
         "whose writes cost 2x input; default: five minutes)",
     )
+    ev.add_argument(
+        "--price-model",
+        default="",
+        metavar="MODEL",
+        help="the model --sim's client asks for: --price's prices for that model (e.g. "
+        "claude-opus-5-5, whose cache reads cost 0.05), which the rails' gate is told too",
+    )
     ev.add_argument("--gate", type=Path, help="fail (exit 1) below this baseline")
     ev.add_argument("--write-baseline", type=Path, help="write the measured figures here")
     ev.add_argument("--tolerance", type=float, default=0.005)
@@ -263,6 +270,7 @@ def _eval_run(args: argparse.Namespace) -> Any:
         sim=args.sim,
         price=args.price,
         cache_ttl_s=args.cache_ttl,
+        price_model=args.price_model,
         decider=args.judge,
         gate=args.gate,
         write_baseline=args.write_baseline,

@@ -52,6 +52,8 @@ class EvalRun:
     """The price profile `--sim` bills under."""
     cache_ttl_s: float | None = None
     """The cache lifetime `--sim`'s client asks for (3600: Anthropic's one-hour cache)."""
+    price_model: str = ""
+    """The model `--sim`'s client asks for: its prices under `price`."""
     decider: Decider = "rules"
     gate: Path | None = None
     write_baseline: Path | None = None
@@ -151,6 +153,7 @@ def evaluate(
     sim: bool = False,
     price: Profile = "anthropic",
     cache_ttl_s: float | None = None,
+    price_model: str = "",
     decider: Decider = "rules",
     with_rows: bool = False,
     show_progress: bool = False,
@@ -183,6 +186,7 @@ def evaluate(
             visibility=visibility,
             profile=price,
             cache_ttl_s=cache_ttl_s,
+            model=price_model,
             progress=lambda items: shown(items, "sim"),
         )
         result["sim"] = sim_totals.get("rails")
@@ -204,6 +208,7 @@ def run_eval(run: EvalRun, settings: Settings) -> int:
         sim=run.sim,
         price=run.price,
         cache_ttl_s=run.cache_ttl_s,
+        price_model=run.price_model,
         decider=run.decider,
         with_rows=run.report is not None,
         show_progress=True,

@@ -194,16 +194,19 @@ async def simulate(
     visibility: Visibility = "strict",
     profile: Profile = "anthropic",
     cache_ttl_s: float | None = None,
+    model: str = "",
 ) -> list[SimRow]:
     """Every (length, strategy) row for one transcript; the rails run as the gateway would
     under `options`, at a trigger of 0.6 of each length's window (outputs saved to a temporary
     folder when `options.save_outputs`). `cache_ttl_s`: the cache lifetime the simulated client
-    asks for (3600: Anthropic's one-hour cache, whose writes cost 2× input)."""
-    price = prices(profile, ttl_s=cache_ttl_s)
+    asks for (3600: Anthropic's one-hour cache, whose writes cost 2× input); `model`: the model
+    it asks for (the profile's prices for it, and what the rails' gate is told)."""
+    price = prices(profile, model, cache_ttl_s)
     with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
         outputs = OutputStore(Path(folder), secret=SIM_SECRET) if options.save_outputs else None
+        pricing = (price, cache_ttl_s, model)
         return await _simulate(name, messages, replace(options, price_profile=profile), outputs,
-                               lengths, strategies, visibility, (price, cache_ttl_s))  # fmt: skip
+                               lengths, strategies, visibility, pricing)  # fmt: skip
 
 
 async def _simulate(
@@ -214,9 +217,9 @@ async def _simulate(
     lengths: Sequence[float],
     strategies: Sequence[str],
     visibility: Visibility,
-    pricing: tuple[Prices, float | None],
+    pricing: tuple[Prices, float | None, str],
 ) -> list[SimRow]:
-    price, cache_ttl_s = pricing
+    price, cache_ttl_s, model = pricing
     meter = _Meter()
     total = meter.total(messages)
     uses = _uses_by_turn(facts(messages))
@@ -268,7 +271,9 @@ async def _simulate(
                 sent: Sequence[Message]
                 if s == "rails":
                     doc = EngineDocument(context)
-                    result = await compactor.compact(name, doc, cache_ttl_s=cache_ttl_s)
+                    result = await compactor.compact(
+                        name, doc, model=model, cache_ttl_s=cache_ttl_s
+                    )
                     sent = result.document if result.document is not None else context
                 elif s == "none" or not pressured:
                     sent = context
@@ -360,11 +365,11 @@ def cache_floor(new_share: float, price: Prices, share: float = CACHE_SHARE_GOAL
 
 
 def with_floors(
-    out: dict[str, Any], profile: Profile, cache_ttl_s: float | None = None
+    out: dict[str, Any], profile: Profile, cache_ttl_s: float | None = None, model: str = ""
 ) -> dict[str, Any]:
     """`totals` with, on each length of the `none` rows, `floor_at_goal`: `cache_floor` of
     that length (what the cache-share goal alone costs at least)."""
-    price = prices(profile, ttl_s=cache_ttl_s)
+    price = prices(profile, model, cache_ttl_s)
     for t in out.get("none", {}).values():
         t["floor_at_goal"] = cache_floor(1 - t["cache_share"], price)
     return out
@@ -379,6 +384,7 @@ def run_sim(
     visibility: Visibility = "strict",
     profile: Profile = "anthropic",
     cache_ttl_s: float | None = None,
+    model: str = "",
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> tuple[list[SimRow], dict[str, Any]]:
     """Simulate every transcript; return the rows and the per-strategy totals."""
@@ -399,9 +405,10 @@ def run_sim(
                     visibility=visibility,
                     profile=profile,
                     cache_ttl_s=cache_ttl_s,
+                    model=model,
                 )
             )
         return rows
 
     rows = asyncio.run(go())
-    return rows, with_floors(totals(rows), profile, cache_ttl_s)
+    return rows, with_floors(totals(rows), profile, cache_ttl_s, model)

@@ -151,3 +151,19 @@ def test_on_the_one_hour_cache_writes_cost_twice_and_the_rails_compact_no_more()
     assert hour["none"].billed > five["none"].billed  # the same requests, writes at 2x
     assert hour["none"].billed_everything == hour["none"].billed
     assert 0 < hour["rails"].compactions < five["rails"].compactions
+
+
+def test_a_model_with_cheaper_cache_reads_is_billed_and_gated_at_its_own_prices() -> None:
+    """`--price-model claude-opus-5-5`: the simulated client asks for Opus 5.5, whose cache
+    reads cost 0.05 of input; every strategy is billed at those prices, and the rails' gate,
+    told the same model, needs twice the turns to pay a compaction back."""
+    name, messages = corpus(0, 1)[0]
+
+    def rows(model: str) -> dict[str, Any]:
+        pair = ("rails", "none")
+        got = simulate(name, messages, OPTIONS, lengths=(1.2,), strategies=pair, model=model)
+        return {r.strategy: r for r in asyncio.run(got)}
+
+    base, opus = rows(""), rows("claude-opus-5-5")
+    assert opus["none"].billed < base["none"].billed  # the same requests, reads at half
+    assert opus["rails"].compactions < base["rails"].compactions
