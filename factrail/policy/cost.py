@@ -28,6 +28,9 @@ EXTENDED_RETENTION_S = 86_400.0
 LONG_CONTEXT_TOKENS = 272_000
 """OpenAI bills a request of more input tokens than this at twice the input prices, for the
 whole request (GPT-5.6 and GPT-6 families)."""
+OPENAI_LONG_TTL_S = 43_200.0
+OPENAI_LONG_WRITE = 2.5
+"""OpenAI's 12-hour cache writes cost 2.5 times input (GPT-6.2 Sol's published price)."""
 WRITE_BILLED_TTL_S = 1800.0
 """OpenAI's cache from the GPT-5.6 family on lives 30 minutes (`prompt_cache_options.ttl`,
 whose only value is `"30m"`)."""
@@ -82,10 +85,11 @@ OPENAI_BY_MODEL = {
     "gpt-5.6": Prices(cached=0.1, write=1.25, long_context=LONG_CONTEXT_TOKENS),
     "gpt-6": Prices(cached=0.1, write=1.25, long_context=LONG_CONTEXT_TOKENS),
     "gpt-6.1": Prices(cached=0.05, write=1.25, long_context=LONG_CONTEXT_TOKENS),
+    "gpt-6.2": Prices(cached=0.05, write=1.25, long_context=LONG_CONTEXT_TOKENS),
 }
 """OpenAI's input prices by model family (longest prefix wins): what a cached token costs, and
 from the GPT-5.6 family on what a token written to the cache costs (earlier models bill no
-writes). GPT-6 Astra, Sol and Luna read at 0.1; GPT-6.1 Sol and Terra at 0.05. The write-billed
+writes). GPT-6 Astra, Sol and Luna read at 0.1; GPT-6.1 and GPT-6.2 at 0.05. The write-billed
 families also bill a request past 272K input tokens at twice the input prices."""
 OPENAI_DEFAULT = Prices(cached=0.5, write=1.0)
 """A model the table does not know: the oldest cache's prices, which bet the least on a cache."""
@@ -99,7 +103,10 @@ def prices(profile: Profile, model: str = "", ttl_s: float | None = None) -> Pri
         long_lived = ttl_s is not None and ttl_s >= LONG_TTL_S
         return replace(price, write=ANTHROPIC_LONG_WRITE) if long_lived else price
     if profile == "openai":
-        return by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
+        price = by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
+        if price.write > 1.0 and ttl_s is not None and ttl_s >= OPENAI_LONG_TTL_S:
+            return replace(price, write=OPENAI_LONG_WRITE)
+        return price
     return NO_CACHE
 
 

@@ -39,6 +39,11 @@ def test_openai_bills_cache_writes_from_the_gpt_5_6_family_on() -> None:
     assert prices("openai", "gpt-5.6-luna") == Prices(cached=0.1, write=1.25, long_context=272_000)
     assert prices("openai", "openai/gpt-6-sol") == prices("openai", "gpt-5.6-luna")
     assert prices("openai", "gpt-6.1-terra") == Prices(0.05, 1.25, long_context=272_000)
+    assert prices("openai", "gpt-6.2-sol") == prices("openai", "gpt-6.1-terra")
+    # A 12-hour cache entry is written at 2.5x; older models bill no writes at any lifetime.
+    assert prices("openai", "gpt-6.2-sol", ttl_s=43_200).write == 2.5
+    assert prices("openai", "gpt-6.2-sol", ttl_s=1800).write == 1.25
+    assert prices("openai", "gpt-4.1", ttl_s=86_400).write == 1.0
     assert model_ttl_s("gpt-6-astra") == 1800.0
     assert model_ttl_s("gpt-5-codex") is None
     assert model_ttl_s("claude-sonnet-4-5") is None
