@@ -14,8 +14,9 @@ OpenAI's rules, which the placing keeps:
 - Breakpoints go on input content blocks (`input_text` on Responses, `text` on chat); a tool
   output or message whose content is a string becomes a one-block list holding the same text,
   which renders the same prompt.
-- A request writes at most four breakpoints; none is added when the client's markers and the
-  implicit one already make four, nor where the client already marked that item.
+- A request writes at most four breakpoints (in the default implicit mode the implicit one and
+  the latest three marked): none is added when the client's markers would then lose a write,
+  nor where the client already marked that item.
 - Only the write-billed families get one (`policy.cost.model_ttl_s`): an older model would
   reject the field.
 

@@ -18,10 +18,10 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
 - **The cache of GPT-5.6 and later** (`BreakpointCache`, models named in `WRITE_BILLED`), as
   OpenAI documents it: a request writes its prefix at its breakpoints (the implicit one at the
   end of its input unless `prompt_cache_options.mode` is `explicit`, and every content part
-  marked `prompt_cache_breakpoint`; at most `MAX_WRITES`), and reads the longest prefix that
-  ends exactly at one of the latest `MATCH_BREAKPOINTS` breakpoints written under its model and
-  `prompt_cache_key`, from `MIN_CACHED` tokens on, for `WRITE_BILLED_TTL_S` after it was
-  written. Usage adds `input_tokens_details.cache_write_tokens` (billed at 1.25× input).
+  marked `prompt_cache_breakpoint`; only the latest `MAX_WRITES` of them), and reads the
+  longest prefix that ends exactly at one of the latest `MATCH_BREAKPOINTS` breakpoints written
+  under its model and `prompt_cache_key`, from `MIN_CACHED` tokens on, for `WRITE_BILLED_TTL_S`
+  after it was written. Usage adds `input_tokens_details.cache_write_tokens` (billed at 1.25× input).
 - **The script** (`POST /_configure` with `root`, `steps`, `fact_token`): the main session (a
   request with an `exec_command` tool) is answered step by step, by how many tool outputs it
   holds: step 0 reads the notes file holding the planted fact, later steps `cat` the generated
@@ -171,14 +171,14 @@ def validate(body: Any) -> None:
         raise Invalid(f"Unknown parameter: '{BREAKPOINT}' (model {body['model']}).")
     for k, item in enumerate(_items(body)):
         for p in _parts(item):
-            if (
-                isinstance(p, dict)
-                and BREAKPOINT in p
-                and (p.get("type") not in TEXT_PARTS or p[BREAKPOINT] != {"mode": "explicit"})
+            mark = p.get(BREAKPOINT) if isinstance(p, dict) else None
+            if mark is not None and (
+                p.get("type") not in TEXT_PARTS
+                or not isinstance(mark, dict)
+                or mark.get("mode") != "explicit"
+                or not set(mark) <= {"mode", "ttl"}
             ):
                 raise Invalid(f"Invalid '{BREAKPOINT}' in input[{k}].")
-    if marked + (not _explicit(body)) > MAX_WRITES:
-        raise Invalid(f"A request can write at most {MAX_WRITES} cache breakpoints.")
     missing = sorted(called - answered)
     if missing:
         raise Invalid(f"No tool output found for function call {missing[0]}.")
