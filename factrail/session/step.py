@@ -663,12 +663,22 @@ class SessionCompactor:
 
     def _aim(self, turn: Turn, *, headroom: bool = True) -> float:
         """Where a compaction aims (calibrated tokens): under the soft line by the re-arm gap,
-        or (`headroom`) by the room the session grows into over `HEADROOM_TURNS` turns at its
+        or (`headroom`) by the room the session grows into over `_room_turns` turns at its
         observed rate when that is more, so the next compaction is that many turns away."""
         room: float = self.options.trigger.gap(turn.trigger)
         if headroom:
-            room = max(room, HEADROOM_TURNS * turn.tokens / turn.turns)
+            room = max(room, self._room_turns(turn) * turn.tokens / turn.turns)
         return max(soft_line(turn.trigger) - room, 0.0)
+
+    def _room_turns(self, turn: Turn) -> float:
+        """How many turns of growth a compaction leaves room for: `HEADROOM_TURNS`, or as many
+        turns of cache reads as re-writing a token costs when that is more (the writes dearer
+        against the reads: Anthropic's one-hour cache, 19; a model that reads at 0.05, 24), so
+        each dearer compaction comes that much less often."""
+        price = self._prices(turn)
+        if price.cached <= 0:
+            return HEADROOM_TURNS
+        return max(HEADROOM_TURNS, (price.write - price.cached) / price.cached)
 
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
         """Run the rails (past the hard line, on the newer results first; see `_cheaper`)."""

@@ -21,7 +21,8 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   marked `prompt_cache_breakpoint`; only the latest `MAX_WRITES` of them), and reads the
   longest prefix that ends exactly at one of the latest `MATCH_BREAKPOINTS` breakpoints written
   under its model and `prompt_cache_key`, from `MIN_CACHED` tokens on, for `WRITE_BILLED_TTL_S`
-  after it was written. Usage adds `input_tokens_details.cache_write_tokens` (billed at 1.25× input).
+  after it was written. Usage adds `input_tokens_details.cache_write_tokens` (billed at 1.25×
+  input).
 - **The script** (`POST /_configure` with `root`, `steps`, `fact_token`): the main session (a
   request with an `exec_command` tool) is answered step by step, by how many tool outputs it
   holds: step 0 reads the notes file holding the planted fact, later steps `cat` the generated
