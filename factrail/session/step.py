@@ -72,7 +72,8 @@ what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
 HEADROOM_TURNS = 12
 """A compaction leaves room for about this many turns of the session's growth (when that is
-more than the re-arm gap): fewer, deeper compactions, each paying back sooner."""
+more than the re-arm gap; more where a cache write costs more reads, `_room_turns`): fewer,
+deeper compactions, each paying back sooner."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
