@@ -35,6 +35,7 @@ from pydantic_settings import (
 )
 
 from factrail.core.plan import CompactOptions
+from factrail.policy.cost import model_price
 from factrail.policy.taint import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, TaintFence
 from factrail.policy.trigger import Trigger
 from factrail.session.options import EngineOptions
@@ -87,6 +88,8 @@ UPSTREAM_KEEPALIVE_S = 1.5
 
 StrList = Annotated[tuple[str, ...], NoDecode]
 IntMap = Annotated[dict[str, int], NoDecode]
+PriceMap = Annotated[dict[str, dict[str, float]], NoDecode]
+PRICE_KEYS = frozenset({"cached", "write", "long_context", "long_context_factor"})
 
 
 class Settings(BaseSettings):
@@ -171,6 +174,13 @@ class Settings(BaseSettings):
     compaction paid for it and saved little. Replaying 48 real sessions under Anthropic's
     rules (`bench/anthropic_replay.py`): 0.5 bills 0.806 of direct with no session above
     direct; 1 (the default) 0.768, 5 of 48 above (at most 1.23×); 2, 0.736, 14 of 48 above."""
+    model_prices: PriceMap = Field(default_factory=dict)
+    """JSON object, model-name prefix → its input prices relative to an uncached input token,
+    over the built-in tables of both profiles (longest prefix wins): `cached` (a cache read),
+    `write` (a cache write, or any token not read from the cache), and optionally
+    `long_context` (tokens past which the whole request costs `long_context_factor` times as
+    much, 2 unless given). For a model the tables do not know yet, or a price change they
+    missed, e.g. `{"claude-opus-6": {"cached": 0.05, "write": 1.25}}`."""
     cache_mark: bool = True
     """Mark the end of the frozen zone with one cache breakpoint, so a compaction re-writes only
     what it changed (before the first compaction, once past half the trigger: the head before
@@ -356,6 +366,7 @@ class Settings(BaseSettings):
             analysis_sessions=self.analysis_sessions,
             price_profile=self.price_profile,
             payback_horizon=self.payback_horizon,
+            model_prices={k: model_price(v) for k, v in self.model_prices.items()},
             cache_ttl_s=self.cache_ttl_s,
             keep_tools=tuple(t for t in self.keep_tools if t),
             min_cut_chars=self.min_cut_chars,
@@ -410,6 +421,19 @@ def _keep_threshold(value: float) -> float:
     return min(max(value, low), high)
 
 
+def _price_map(value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    for prefix, entry in value.items():
+        if not prefix or not {"cached", "write"} <= set(entry) <= PRICE_KEYS:
+            raise ValueError(
+                f"{prefix!r}: needs cached and write, and no other keys but {PRICE_KEYS}"
+            )
+        if not 0 < entry["cached"] <= entry["write"] or entry.get("long_context", 1) <= 0:
+            raise ValueError(f"{prefix!r}: prices must be positive, a read no dearer than a write")
+        if entry.get("long_context_factor", 1) < 1:
+            raise ValueError(f"{prefix!r}: long_context_factor must be at least 1")
+    return {k.lower(): v for k, v in value.items()}
+
+
 def _merge_windows(value: dict[str, int]) -> dict[str, int]:
     merged = dict(DEFAULT_CONTEXT_WINDOWS)
     merged.update({k.lower(): v for k, v in value.items() if v > 0})
@@ -428,6 +452,7 @@ _POST_CHECKS: dict[str, Callable[[Any], Any]] = {
     "shutdown_timeout_s": _not_negative,
     "keep_threshold": _keep_threshold,
     "context_windows": _merge_windows,
+    "model_prices": _price_map,
     "outputs_secret": _secret_length,
 }
 
@@ -441,7 +466,7 @@ def _decode(info: FieldInfo, value: Any) -> Any:
         if text.startswith("["):
             return orjson.loads(text)
         return tuple(part.strip() for part in text.split(",") if part.strip())
-    if info.annotation == dict[str, int]:
+    if info.annotation in (dict[str, int], dict[str, dict[str, float]]):
         return orjson.loads(value)
     return value
 

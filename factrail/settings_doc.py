@@ -71,6 +71,7 @@ path runs when it starts.
             "rearm_tokens",
             "price_profile",
             "payback_horizon",
+            "model_prices",
             "cache_ttl_s",
             "cache_mark",
             "preserve_recent",

@@ -385,3 +385,20 @@ async def test_dearer_writes_against_reads_make_deeper_compactions() -> None:
         assert result.outcome == "compacted" and result.decision == "cold"
         after[model] = result.tokens_after
     assert after["claude-opus-5-5"] < after["claude-opus-5"]
+
+
+async def test_the_gate_prices_a_model_as_factrail_model_prices_says() -> None:
+    """A model the tables do not know is priced by the profile's default, unless
+    `FACTRAIL_MODEL_PRICES` names it: at reads of 0.05 the same compaction waits."""
+    wire = chat(18)
+    trigger = between_the_lines(wire)
+    decisions = {}
+    for prices in ({}, {"claude-next": {"cached": 0.05, "write": 1.25}}):
+        compactor = SessionCompactor(
+            engine_options(trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=0,
+                           price_profile="anthropic", model_prices=prices),
+            state=MemoryStateStore(Clock()), outputs=None, judge=RulesJudge(), clock=Clock(),
+        )  # fmt: skip
+        result = await compactor.compact("s", openai_chat.parse(wire), model="claude-next-1")
+        decisions[bool(prices)] = result.decision
+    assert decisions == {False: "pays", True: "waits"}

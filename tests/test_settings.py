@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from factrail.policy.cost import ANTHROPIC, NO_CACHE, Prices, prices
 from factrail.settings import KEEP_THRESHOLD_BOUNDS, Settings
 from factrail.settings_doc import GROUPS, markdown
 
@@ -95,3 +96,25 @@ def test_the_built_in_windows_know_the_current_models(
     assert lines.window_for(model) == window
     assert lines.for_model(model) == trigger
     assert lines.fit(model) == int(0.9 * window)
+
+
+def test_model_prices_override_the_built_in_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`FACTRAIL_MODEL_PRICES` prices a model the tables do not know, or one whose price they
+    missed, under either profile; an entry that cannot be a price list is refused whole."""
+    monkeypatch.setenv(
+        "FACTRAIL_MODEL_PRICES",
+        '{"claude-opus-6": {"cached": 0.05, "write": 1.25},'
+        ' "GPT-7": {"cached": 0.05, "write": 1.25, "long_context": 500000}}',
+    )
+    options = Settings().engine_options()
+    opus = prices("anthropic", "claude-opus-6-1", None, options.model_prices)
+    assert opus == Prices(cached=0.05, write=1.25)
+    assert prices("anthropic", "claude-opus-6", 3600, options.model_prices).write == 2.0
+    gpt = prices("openai", "gpt-7-sol", None, options.model_prices)
+    assert gpt.tier(500_001) == 2.0 and gpt.cached == 0.05
+    assert prices("anthropic", "claude-opus-5", None, options.model_prices) == ANTHROPIC
+    assert prices("none", "claude-opus-6", None, options.model_prices) == NO_CACHE
+    for bad in ('{"x": {"cached": 2, "write": 1}}', '{"x": {"cached": 0.1}}',
+                '{"x": {"cached": 0.1, "write": 1, "read": 1}}', "[1]"):  # fmt: skip
+        monkeypatch.setenv("FACTRAIL_MODEL_PRICES", bad)
+        assert Settings().model_prices == {}

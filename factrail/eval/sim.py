@@ -201,7 +201,7 @@ async def simulate(
     folder when `options.save_outputs`). `cache_ttl_s`: the cache lifetime the simulated client
     asks for (3600: Anthropic's one-hour cache, whose writes cost 2× input); `model`: the model
     it asks for (the profile's prices for it, and what the rails' gate is told)."""
-    price = prices(profile, model, cache_ttl_s)
+    price = prices(profile, model, cache_ttl_s, options.model_prices)
     with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
         outputs = OutputStore(Path(folder), secret=SIM_SECRET) if options.save_outputs else None
         pricing = (price, cache_ttl_s, model)

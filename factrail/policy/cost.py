@@ -11,6 +11,7 @@ has gone cold (idle past its TTL) the invalidation costs nothing extra.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -95,15 +96,34 @@ OPENAI_DEFAULT = Prices(cached=0.5, write=1.0)
 """A model the table does not know: the oldest cache's prices, which bet the least on a cache."""
 
 
-def prices(profile: Profile, model: str = "", ttl_s: float | None = None) -> Prices:
+def model_price(entry: Mapping[str, float]) -> Prices:
+    """Prices from a `FACTRAIL_MODEL_PRICES` entry (`cached`, `write`, and optionally
+    `long_context`, `long_context_factor`)."""
+    long_context = entry.get("long_context")
+    return Prices(
+        cached=float(entry["cached"]),
+        write=float(entry["write"]),
+        long_context=int(long_context) if long_context else None,
+        long_context_factor=float(entry.get("long_context_factor", 2.0)),
+    )
+
+
+def prices(
+    profile: Profile,
+    model: str = "",
+    ttl_s: float | None = None,
+    overrides: Mapping[str, Prices] | None = None,
+) -> Prices:
     """The prices of a profile for `model` (`OPENAI_BY_MODEL`, `ANTHROPIC_BY_MODEL`); on
-    `anthropic`, the one-hour cache's writes when the client asked for it (`ttl_s`)."""
+    `anthropic`, the one-hour cache's writes when the client asked for it (`ttl_s`).
+    `overrides` (`FACTRAIL_MODEL_PRICES`) come first, under either profile."""
+    chosen = by_prefix(model, overrides) if overrides and profile != "none" else None
     if profile == "anthropic":
-        price = by_prefix(model, ANTHROPIC_BY_MODEL) or ANTHROPIC
+        price = chosen or by_prefix(model, ANTHROPIC_BY_MODEL) or ANTHROPIC
         long_lived = ttl_s is not None and ttl_s >= LONG_TTL_S
         return replace(price, write=ANTHROPIC_LONG_WRITE) if long_lived else price
     if profile == "openai":
-        price = by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
+        price = chosen or by_prefix(model, OPENAI_BY_MODEL) or OPENAI_DEFAULT
         if price.write > 1.0 and ttl_s is not None and ttl_s >= OPENAI_LONG_TTL_S:
             return replace(price, write=OPENAI_LONG_WRITE)
         return price

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from factrail.core.plan import CompactOptions
+from factrail.policy.cost import Prices
 from factrail.policy.taint import TaintFence
 from factrail.policy.trigger import Trigger
 
@@ -33,6 +35,8 @@ class EngineOptions:
     """Past this idle time the provider's cache is cold and a soft-line compaction is free."""
     keep_tools: tuple[str, ...] = ()
     """Tools whose results stay verbatim, besides the built-in ones."""
+    model_prices: Mapping[str, Prices] = field(default_factory=dict)
+    """Model-name prefix → prices, over the built-in tables (`FACTRAIL_MODEL_PRICES`)."""
     payback_horizon: float = 1.0
     """The remaining turns the cost gate bets on, as a multiple of the turns so far."""
     min_cut_chars: int = 0

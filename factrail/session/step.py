@@ -425,7 +425,7 @@ class SessionCompactor:
 
     def _prices(self, turn: Turn) -> Prices:
         profile = profile_for(self.options.price_profile, turn.model)
-        return prices(profile, turn.model, turn.cache_ttl_s)
+        return prices(profile, turn.model, turn.cache_ttl_s, self.options.model_prices)
 
     def _estimate(self, turn: Turn) -> tuple[float, float] | None:
         """The tokens a compaction would invalidate (from the first result it could reduce) and
