@@ -161,8 +161,8 @@ class Settings(BaseSettings):
     """Re-arm gap after a compaction; 0 means an eighth of T."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
-    the model's window) must pay back under: `anthropic` (cached reads 0.1×, writes 1.25×, or 2×
-    when the request's markers ask for the one-hour cache),
+    the model's window, at most twice the trigger) must pay back under: `anthropic` (cached
+    reads 0.1×, writes 1.25×, or 2× when the request's markers ask for the one-hour cache),
     `openai` (cached 0.5×, 0.25×, 0.1× or 0.05× by model family; from the GPT-5.6 family on
     writes at 1.25×, and every input token at 2× once a request passes 272K, so a compaction
     that brings one back under that line saves on all of it), `none` (no cache: compact at the
@@ -172,8 +172,10 @@ class Settings(BaseSettings):
     had: a compaction short of the danger line runs only when what it removes, on that many
     turns, pays back the cache it breaks. Lower bets less: a session that ends soon after a
     compaction paid for it and saved little. Replaying 48 real sessions under Anthropic's
-    rules (`bench/anthropic_replay.py`): 0.5 bills 0.806 of direct with no session above
-    direct; 1 (the default) 0.768, 5 of 48 above (at most 1.23×); 2, 0.736, 14 of 48 above."""
+    rules (`bench/anthropic_replay.py`): 0.5 bills 0.723 of direct with 3 sessions above
+    direct; 1 (the default) 0.721, 7 of 48 above; 2, 0.723, 16 above. On the dev corpus's
+    simulation, where the danger line is closer, 0.5 bills 0.948 of sending everything at 0.8
+    windows against 1's 0.893."""
     model_prices: PriceMap = Field(default_factory=dict)
     """JSON object, model-name prefix → its input prices relative to an uncached input token,
     over the built-in tables of both profiles (longest prefix wins): `cached` (a cache read),

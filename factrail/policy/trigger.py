@@ -21,6 +21,8 @@ DueReason = Literal["below-soft-line", "hysteresis", "soft-line", "hard-line"]
 
 SOFT_SHARE = 5 / 6
 """The soft line's share of the trigger."""
+DANGER_TIMES = 2
+"""The danger line is never more than this many times the trigger."""
 FIT_SHARE = 0.9
 """A request past this share of its model's window leaves too little room for the answer."""
 REARM_SHARE = 1 / 8
@@ -98,11 +100,14 @@ class Trigger:
 
     def danger(self, model: str, trigger: int, window: int | None = None) -> int:
         """The size a session must never pass without a compaction, even one that cannot get
-        under the hard line: halfway from the trigger to the model's window, and never past
-        `fit` (a fifth past the trigger when the window is unknown)."""
+        under the hard line: halfway from the trigger to the model's window, never past `fit`
+        nor `DANGER_TIMES` the trigger (a fifth past the trigger when the window is unknown).
+        The cap keeps the trigger the bound the user chose on a model whose window is many
+        times larger (1M: halfway would be 590K for a 180K trigger)."""
         window = self.window_for(model, window)
         if window is not None and window > trigger:
-            return min(trigger + (window - trigger) // 2, self.fit(model, window) or window)
+            halfway = trigger + (window - trigger) // 2
+            return min(halfway, self.fit(model, window) or window, DANGER_TIMES * trigger)
         return trigger + trigger // 5
 
     def fit(self, model: str, window: int | None = None) -> int | None:

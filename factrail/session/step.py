@@ -394,8 +394,9 @@ class SessionCompactor:
         return max(0.0, self._clock() - state.updated_ms / 1000)
 
     def _must(self, turn: Turn) -> bool:
-        """Past the danger line (halfway from the trigger to the model's window, and never past
-        where the request would stop fitting it) a compaction runs whatever it costs. Between
+        """Past the danger line (halfway from the trigger to the model's window, never past
+        twice the trigger nor where the request would stop fitting the window) a compaction
+        runs whatever it costs. Between
         the soft line and there, it must pay back the cache it breaks: a session that ends soon
         after a compaction at the trigger paid for nothing."""
         return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)

@@ -54,8 +54,9 @@ def test_past_the_soft_line_is_due_and_arms_the_nudge() -> None:
 
 def test_past_the_trigger_and_the_danger_line() -> None:
     assert turn(180_000)["reason"] == "hard-line"
-    # the danger line: halfway from the trigger to the window
-    assert turn(590_000)["reason"] == "danger-line"
+    # the danger line: halfway from the trigger to the window, never past twice the trigger
+    assert turn(359_999)["reason"] == "hard-line"
+    assert turn(360_000)["reason"] == "danger-line"
 
 
 def test_the_threshold_is_the_smaller_of_percent_and_tokens() -> None:

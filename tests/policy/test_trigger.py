@@ -254,6 +254,8 @@ def test_due_agrees_with_the_lines(lines: TriggerLines, tokens: int) -> None:
         (120_000, 200_000, 160_000, 180_000),  # halfway to the window
         (190_000, 200_000, 180_000, 180_000),  # halfway would leave no room: the fit line
         (120_000, None, 144_000, None),  # window unknown: a fifth past the trigger
+        (180_000, 1_000_000, 360_000, 900_000),  # a window many times the trigger: twice it
+        (16_000, 200_000, 32_000, 180_000),
     ],
 )
 def test_the_danger_line_never_passes_where_the_request_stops_fitting(
