@@ -365,11 +365,15 @@ def cache_floor(new_share: float, price: Prices, share: float = CACHE_SHARE_GOAL
 
 
 def with_floors(
-    out: dict[str, Any], profile: Profile, cache_ttl_s: float | None = None, model: str = ""
+    out: dict[str, Any],
+    profile: Profile,
+    cache_ttl_s: float | None = None,
+    model: str = "",
+    overrides: Mapping[str, Prices] | None = None,
 ) -> dict[str, Any]:
     """`totals` with, on each length of the `none` rows, `floor_at_goal`: `cache_floor` of
     that length (what the cache-share goal alone costs at least)."""
-    price = prices(profile, model, cache_ttl_s)
+    price = prices(profile, model, cache_ttl_s, overrides)
     for t in out.get("none", {}).values():
         t["floor_at_goal"] = cache_floor(1 - t["cache_share"], price)
     return out
@@ -411,4 +415,4 @@ def run_sim(
         return rows
 
     rows = asyncio.run(go())
-    return rows, with_floors(totals(rows), profile, cache_ttl_s, model)
+    return rows, with_floors(totals(rows), profile, cache_ttl_s, model, options.model_prices)
