@@ -78,11 +78,7 @@ def _marked_content(value: Any, part_type: str) -> list[Any] | None:
         return None
     for k in range(len(value) - 1, -1, -1):
         part = value[k]
-        if (
-            isinstance(part, dict)
-            and part.get("type") in ("input_text", "text")
-            and part.get("text")
-        ):
+        if isinstance(part, dict) and part.get("type") in TEXT_BLOCKS and part.get("text"):
             out = list(value)
             out[k] = {**part, KEY: dict(MARK)}
             return out
