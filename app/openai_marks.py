@@ -17,7 +17,7 @@ OpenAI's rules, which the placing keeps:
 - A request writes at most four breakpoints (in the default implicit mode the implicit one and
   the latest three marked): none is added when the client's markers would then lose a write,
   nor where the client already marked that item.
-- Only the write-billed families get one (`policy.cost.model_ttl_s`): an older model would
+- Only the write-billed families get one (`policy.cost.writes_billed`): an older model would
   reject the field.
 
 The marker is a pure function of the request and the frozen zone: byte-stable while the zone
@@ -31,20 +31,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from factrail.core.formats.base import WireDocument
+from factrail.core.formats.responses import CALLS, OUTPUTS
 
 log = logging.getLogger("factrail.cache_marks")
 
 KEY = "prompt_cache_breakpoint"
 MARK = {"mode": "explicit"}
 MAX_WRITES = 4
-CALLS = frozenset({"function_call", "custom_tool_call"})
-OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 INPUT_ROLES = frozenset({"user", "developer", "system"})
 TEXT_BLOCKS = frozenset({"input_text", "text"})
 
 
-def _marked(value: Any) -> bool:
-    return isinstance(value, list) and any(isinstance(p, dict) and KEY in p for p in value)
+def _breakpoints(value: Any) -> int:
+    """How many blocks of a content value (a list of blocks, or a string) carry a breakpoint."""
+    return (
+        sum(1 for p in value if isinstance(p, dict) and KEY in p) if isinstance(value, list) else 0
+    )
 
 
 def _content_key(item: Any) -> str | None:
@@ -60,13 +62,9 @@ def _content_key(item: Any) -> str | None:
 
 def marks(items: list[Any]) -> int:
     """How many blocks of the request already carry a breakpoint."""
-    count = 0
-    for item in items:
-        key = _content_key(item)
-        value = item.get(key) if key is not None else None
-        if isinstance(value, list):
-            count += sum(1 for p in value if isinstance(p, dict) and KEY in p)
-    return count
+    return sum(
+        _breakpoints(item.get(key)) for item in items if (key := _content_key(item)) is not None
+    )
 
 
 def _marked_content(value: Any, part_type: str) -> list[Any] | None:
@@ -128,7 +126,7 @@ def place(
             return None
         k = _frozen_item(doc, items, frozen_through)
         key = _content_key(items[k]) if k is not None and k < len(items) else None
-        if k is None or key is None or _marked(items[k].get(key)):
+        if k is None or key is None or _breakpoints(items[k].get(key)):
             return None
         content = _marked_content(items[k].get(key), "text" if chat else "input_text")
         if content is None:

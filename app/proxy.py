@@ -45,7 +45,7 @@ from app.upstream import (
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
-from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s
+from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, writes_billed
 from factrail.policy.provenance import evidence
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
@@ -284,7 +284,7 @@ class Gateway:
                 marked = self.cache_marks.mark(
                     session, result.outcome, data, wire, result.frozen_through
                 )
-            elif self.settings.cache_mark and model_ttl_s(model) is not None:
+            elif self.settings.cache_mark and writes_billed(model):
                 chat = route.field == "messages"
                 marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
             document = document if marked is None else marked
@@ -423,8 +423,8 @@ def _with_system(doc: Document, system: str) -> Document:
 def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
     """Estimated tokens outside the transcript, which the provider counts too: tool
     definitions (also as a Responses `additional_tools` item), `instructions` and every system
-    text (`system` / `developer`
-    messages of chat and Responses, Anthropic's top-level `system`)."""
+    text (`system` / `developer` messages of chat and Responses, Anthropic's top-level
+    `system`)."""
     extra = sum(estimate_tokens(text) for text in doc.system_texts)
     tools = data.get("tools")
     if tools:

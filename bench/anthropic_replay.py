@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.replay import load  # noqa: E402
 from factrail.core.model import content_text  # noqa: E402
-from factrail.policy.cost import ANTHROPIC, ANTHROPIC_LONG, Prices  # noqa: E402
+from factrail.policy.cost import ANTHROPIC, LONG_TTL_S, Prices, prices  # noqa: E402
 from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
 FAKE_APP = "tests.integration.scripted_anthropic:app"
@@ -203,7 +203,7 @@ def replay(
     for side, fake in zip(("direct", "through"), fakes, strict=True):
         records = [r for r in client.get(f"{fake}/_records").json() if r.get("status") == 200]
         client.post(f"{fake}/_reset")
-        s = Side(price=ANTHROPIC_LONG if long_ttl else ANTHROPIC)
+        s = Side(price=prices("anthropic", MODEL, LONG_TTL_S if long_ttl else None))
         s.add(records, outcomes[side])
         sides.append(s)
     return sides[0], sides[1]

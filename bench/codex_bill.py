@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bills import compare  # noqa: E402
-from tests.integration.codex import CODEX, run_session, start_gateway  # noqa: E402
+from tests.integration.codex import CODEX, MODEL, run_session, start_gateway  # noqa: E402
 
 COLUMNS = (
     ("uncached", 9, lambda s: f"{s.total('input_tokens'):,}"),
@@ -46,7 +46,7 @@ def main() -> int:
     parser.add_argument("--triggers", default="44000,60000,90000", help="FACTRAIL_TRIGGER_TOKENS")
     parser.add_argument("--reasoning", action="store_true", help="answers carry reasoning items")
     parser.add_argument("--parallel", type=int, default=0, help="every Nth step calls twice")
-    parser.add_argument("--model", default="gpt-5-codex", help="the model Codex asks for")
+    parser.add_argument("--model", default=MODEL, help="the model Codex asks for")
     args = parser.parse_args()
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)

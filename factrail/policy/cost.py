@@ -63,7 +63,6 @@ class Prices:
 ANTHROPIC = Prices(cached=0.1, write=1.25)
 ANTHROPIC_LONG_WRITE = 2.0
 """Anthropic writes entries of its one-hour cache at twice the input price."""
-ANTHROPIC_LONG = Prices(cached=0.1, write=ANTHROPIC_LONG_WRITE)
 ANTHROPIC_BY_MODEL = {
     "claude-opus-5-5": Prices(cached=0.05, write=1.25),
     "claude-sonnet-5-5": Prices(cached=0.05, write=1.25),
@@ -130,11 +129,17 @@ def prices(
     return NO_CACHE
 
 
+def writes_billed(model: str) -> bool:
+    """Whether the model is one of OpenAI's families that bill cache writes (GPT-5.6 on): they
+    cache only at breakpoints, for 30 minutes."""
+    price = by_prefix(model, OPENAI_BY_MODEL)
+    return price is not None and price.write > 1.0
+
+
 def model_ttl_s(model: str) -> float | None:
     """The prompt cache's lifetime a model's provider keeps by default, when longer than the
     configured one is known: 30 minutes from OpenAI's GPT-5.6 family on."""
-    price = by_prefix(model, OPENAI_BY_MODEL)
-    return WRITE_BILLED_TTL_S if price is not None and price.write > 1.0 else None
+    return WRITE_BILLED_TTL_S if writes_billed(model) else None
 
 
 def profile_for(configured: str, model: str) -> Profile:

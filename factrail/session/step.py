@@ -396,9 +396,8 @@ class SessionCompactor:
     def _must(self, turn: Turn) -> bool:
         """Past the danger line (halfway from the trigger to the model's window, never past
         twice the trigger nor where the request would stop fitting the window) a compaction
-        runs whatever it costs. Between
-        the soft line and there, it must pay back the cache it breaks: a session that ends soon
-        after a compaction at the trigger paid for nothing."""
+        runs whatever it costs. Between the soft line and there, it must pay back the cache it
+        breaks: a session that ends soon after a compaction at the trigger paid for nothing."""
         return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)
 
     def _gate(self, turn: Turn, idle: float | None) -> Gate:
@@ -678,8 +677,6 @@ class SessionCompactor:
         against the reads: Anthropic's one-hour cache, 19; a model that reads at 0.05, 24), so
         each dearer compaction comes that much less often."""
         price = self._prices(turn)
-        if price.cached <= 0:
-            return HEADROOM_TURNS
         return max(HEADROOM_TURNS, (price.write - price.cached) / price.cached)
 
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
