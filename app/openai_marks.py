@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from factrail.core.formats.base import WireDocument
-from factrail.core.formats.responses import CALLS, OUTPUTS
+from factrail.core.formats.responses import CALLS, CONTENT_OUTPUTS
 
 log = logging.getLogger("factrail.cache_marks")
 
@@ -51,9 +51,9 @@ def _breakpoints(value: Any) -> int:
 
 def _content_key(item: Any) -> str | None:
     """Where an item keeps the content a breakpoint can go on (None: it has none)."""
-    if not isinstance(item, dict) or item.get("type") not in (None, "message", *OUTPUTS):
+    if not isinstance(item, dict) or item.get("type") not in (None, "message", *CONTENT_OUTPUTS):
         return None
-    if item.get("type") in OUTPUTS:
+    if item.get("type") in CONTENT_OUTPUTS:
         return "output"
     if item.get("role") == "tool" or item.get("role") in INPUT_ROLES:
         return "content"
@@ -85,13 +85,15 @@ def _marked_content(value: Any, part_type: str) -> list[Any] | None:
 
 def _frozen_item(doc: WireDocument, items: list[Any], frozen_through: int) -> int | None:
     """The wire item ending the frozen zone: the last tool output of an engine message up to
-    `frozen_through`, or before any output (the head) the last input message before the first
+    `frozen_through` that can carry a breakpoint (a hosted shell's chunks cannot: then the one
+    before it), or before any output (the head) the last input message before the first
     call."""
     for m in range(min(frozen_through, len(doc.messages) - 1), -1, -1):
-        results = doc.messages[m].tool_results
-        if results:
-            path = doc.result_location(m, len(results) - 1)
-            return path[0] if path and isinstance(path[0], int) else None
+        for r in range(len(doc.messages[m].tool_results) - 1, -1, -1):
+            path = doc.result_location(m, r)
+            k = path[0] if path and isinstance(path[0], int) else None
+            if k is not None and k < len(items) and _content_key(items[k]) is not None:
+                return k
     first_call = next(
         (
             k

@@ -74,10 +74,13 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 
 
 def _command(input: Mapping[str, Any]) -> str:
-    """The shell command of a call, unwrapped from `bash -lc '…'` (as Codex sends it)."""
+    """The shell command of a call, unwrapped from `bash -lc '…'` (as Codex sends it); the
+    `commands` of a Responses `shell_call` one per line."""
     raw = input.get("command")
     if raw is None:
         raw = input.get("cmd")
+    if raw is None and isinstance(input.get("commands"), list):
+        return "\n".join(c for c in input["commands"] if isinstance(c, str))
     if isinstance(raw, list):
         parts = [x for x in raw if isinstance(x, str)]
         if len(parts) == 3 and parts[0].rsplit("/", 1)[-1] in _SHELLS and parts[1] in ("-c", "-lc"):

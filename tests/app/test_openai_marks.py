@@ -83,6 +83,22 @@ def test_before_any_output_the_task_message_is_marked() -> None:
     ]
 
 
+def test_a_hosted_shell_output_cannot_carry_it_so_the_output_before_it_does() -> None:
+    """A `shell_call_output` holds stdout / stderr chunks, not content blocks: the breakpoint
+    goes on the last output before it that can carry one (here the task, before any)."""
+    items = responses_items(2)
+    items.append({"type": "shell_call", "call_id": "s", "action": {"commands": ["ls"]}})
+    items.append({"type": "shell_call_output", "call_id": "s", "output": [
+        {"stdout": "a\n" * 40, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]})  # fmt: skip
+    doc = parse_responses(items)
+    placed = openai_marks.place({}, items, doc, 6, chat=False)
+    assert placed is not None and marked(placed) == [6]
+    assert placed[8] is items[8]
+    shells = [items[0], items[1], items[2], items[-2], items[-1]]
+    alone = openai_marks.place({}, shells, parse_responses(shells), 2, chat=False)
+    assert alone is not None and marked(alone) == [2]
+
+
 def test_chat_tool_messages_take_a_text_block() -> None:
     messages = chat_messages(3)
     placed = openai_marks.place({}, messages, parse_chat(messages), 2, chat=True)

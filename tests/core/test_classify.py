@@ -10,6 +10,7 @@ from factrail.core.classify import (
     _BARE_PATH,
     _GREP_LINE,
     _READ_FAILED,
+    edited_paths,
     read_is_observation,
     reproducible,
     search_paths,
@@ -48,6 +49,17 @@ def test_shell_reads_are_reproducible(command: object) -> None:
 )
 def test_shell_observations(command: str) -> None:
     assert not reproducible("Bash", {"command": command})
+
+
+def test_the_hosted_shell_tools_are_read_by_their_commands() -> None:
+    """A Responses `shell_call` runs its `commands` one after the other; a `local_shell_call`
+    runs an argv (both reach the engine as their `action`)."""
+    assert reproducible("shell", {"commands": ["cat a.py", "git log -3"], "timeout_ms": 9})
+    assert not reproducible("shell", {"commands": ["cat a.py", "rm -rf build"]})
+    assert reproducible("local_shell", {"type": "exec", "command": ["bash", "-lc", "cat a"]})
+    assert edited_paths("shell", {"commands": ["ls", "echo x > out.txt"]}) == ["out.txt"]
+    patch = {"type": "update_file", "path": "./src/a.py", "diff": "@@"}
+    assert edited_paths("apply_patch", patch) == ["src/a.py"]
 
 
 def test_stream_duplication_is_not_a_write() -> None:

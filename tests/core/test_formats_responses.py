@@ -136,3 +136,104 @@ def test_calls_after_results_start_a_new_assistant_turn() -> None:
 def test_bad_input_raises(wire: Any, needle: str) -> None:
     with pytest.raises(FormatError, match=needle):
         responses.parse(wire)
+
+
+def _exit(code: int) -> dict[str, Any]:
+    return {"type": "exit", "exit_code": code}
+
+
+def hosted() -> list[dict[str, Any]]:
+    """A turn of the tools a client runs for hosted tool definitions (shell, local shell,
+    apply_patch), in the shapes of the OpenAI SDK's input item types."""
+    return [
+        {"role": "user", "content": "fix it"},
+        {
+            "type": "shell_call",
+            "call_id": "s1",
+            "action": {"commands": ["cat a.py", "ls src"], "timeout_ms": 1000},
+            "status": "completed",
+        },
+        {
+            "type": "local_shell_call",
+            "id": "lsh_1",
+            "call_id": "l1",
+            "action": {"type": "exec", "command": ["bash", "-lc", "git log"], "env": {}},
+            "status": "completed",
+        },
+        {
+            "type": "apply_patch_call",
+            "call_id": "p1",
+            "operation": {"type": "update_file", "path": "a.py", "diff": "@@\n-a\n+b\n"},
+            "status": "completed",
+        },
+        {
+            "type": "shell_call_output",
+            "call_id": "s1",
+            "output": [
+                {"stdout": "print(1)", "stderr": "", "outcome": _exit(0)},
+                {"stdout": "", "stderr": "ls: src: No such file", "outcome": _exit(2)},
+            ],
+            "max_output_length": 4096,
+        },
+        {"type": "local_shell_call_output", "id": "l1", "output": "commit 1"},
+        {"type": "apply_patch_call_output", "call_id": "p1", "status": "failed", "output": "no"},
+        {"type": "mcp_call", "id": "mcp_1", "name": "q", "server_label": "s", "arguments": "{}"},
+    ]
+
+
+def test_hosted_tool_calls_and_outputs_are_engine_calls_and_results() -> None:
+    doc = responses.parse(hosted())
+    assert [(m.role, m.text) for m in doc.messages] == [
+        ("user", "fix it"),
+        ("assistant", ""),
+        ("user", ""),
+    ]
+    uses = doc.messages[1].tool_uses
+    assert [(u.tool_use_id, u.tool) for u in uses] == [
+        ("s1", "shell"),
+        ("l1", "local_shell"),
+        ("p1", "apply_patch"),
+    ]
+    assert uses[0].input == {"commands": ["cat a.py", "ls src"], "timeout_ms": 1000}
+    assert uses[2].input["path"] == "a.py"
+    results = doc.messages[2].tool_results
+    assert [(r.tool_use_id, r.text, r.is_error) for r in results] == [
+        ("s1", "print(1)\nls: src: No such file", True),  # a command exited 2
+        ("l1", "commit 1", False),
+        ("p1", "no", True),  # the patch failed
+    ]
+
+
+def test_hosted_outputs_are_written_back_in_their_own_shapes() -> None:
+    wire = hosted()
+    before = json.dumps(wire)
+    doc = responses.parse(wire)
+    new = [m.copy() for m in doc.messages]
+    for r, text in zip(
+        new[2].tool_results, ("[reduced shell]", "[reduced log]", "[n]"), strict=True
+    ):
+        r.text = text
+    new[1].tool_uses[2].input = {**new[1].tool_uses[2].input, "diff": "@@…"}
+    out = doc.emit(new)
+    assert json.dumps(wire) == before  # the client's objects are never changed
+    assert all(out[i] is wire[i] for i in (0, 1, 2, 7))
+    # Every chunk stays, with its outcome; the text goes in the first stdout.
+    assert out[4] == {
+        **wire[4],
+        "output": [
+            {"stdout": "[reduced shell]", "stderr": "", "outcome": _exit(0)},
+            {"stdout": "", "stderr": "", "outcome": _exit(2)},
+        ],
+    }
+    assert out[5] == {**wire[5], "output": "[reduced log]"}
+    assert out[6] == {**wire[6], "output": "[n]"}
+    assert out[3]["operation"] == {"type": "update_file", "path": "a.py", "diff": "@@…"}
+
+
+def test_an_apply_patch_output_without_text_gets_one_when_changed() -> None:
+    wire = [{"type": "apply_patch_call_output", "call_id": "p", "status": "completed"}]
+    doc = responses.parse(wire)
+    assert doc.messages[0].tool_results[0].text == ""
+    new = [m.copy() for m in doc.messages]
+    new[0].tool_results[0].text = "note"
+    assert doc.emit(new)[0] == {**wire[0], "output": "note"}

@@ -10,7 +10,7 @@ thinking signatures, encrypted reasoning, vendor extras).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +19,8 @@ from factrail.core.text import compact_json
 
 Key = str | int
 Path = tuple[Key, ...]
+Encode = Callable[[Any, str], Any]
+"""Writes a reduced result text back in the shape of the wire value it replaces."""
 
 TEXT_SEP = "\n"
 """Joins several text parts into one engine text (parts glued with no separator merge tokens)."""
@@ -112,6 +114,8 @@ class ResultSlot:
     original: Any
     text: str
     part_type: str = "text"
+    encode: Encode | None = None
+    """How a new text is written back when the value is not content (default: `replace_text`)."""
 
 
 @dataclass(slots=True)
@@ -193,12 +197,16 @@ class Builder:
         *,
         is_error: bool = False,
         part_type: str = "text",
+        text: str | None = None,
+        encode: Encode | None = None,
     ) -> None:
         """Add a tool result, read from the content value `original` at `path`, to the newest
-        message."""
-        text = join_text(original)
+        message. A value that is not content (a string or content parts) comes with its engine
+        `text` and the `encode` that writes a new text back in its shape."""
+        if text is None:
+            text = join_text(original)
         self.messages[-1].tool_results.append(ToolResult(tool_use_id, text, is_error))
-        self.results[-1].append(ResultSlot(path, original, text, part_type))
+        self.results[-1].append(ResultSlot(path, original, text, part_type, encode))
 
     def add_use(
         self,
@@ -274,7 +282,12 @@ class WireDocument:
                 raise FormatError("engine view added or removed tool calls or results")
             for r, rs in zip(m.tool_results, results, strict=True):
                 if r.text != rs.text:
-                    cow.set(rs.path, replace_text(rs.original, r.text, rs.part_type))
+                    new = (
+                        rs.encode(rs.original, r.text)
+                        if rs.encode is not None
+                        else replace_text(rs.original, r.text, rs.part_type)
+                    )
+                    cow.set(rs.path, new)
             for u, us in zip(m.tool_uses, uses, strict=True):
                 new = compact_json(u.input)
                 if new != us.snapshot:

@@ -4,23 +4,42 @@
 - `message` items (also "easy" items with a `role` and no `type`): `user` / `assistant` turns,
   `system` / `developer` text to `system_texts`;
 - `function_call` (`arguments` JSON string) and `custom_tool_call` (raw `input` string, seen by the
-  engine as `{"input": s}`) join the assistant message just before them;
-- `function_call_output` / `custom_tool_call_output` (`output` string or parts): a run of them is
-  one engine user message;
-- anything else (`reasoning` with `encrypted_content`, `compaction`, `item_reference`, unknown
-  items) is opaque: it passes through untouched and is never compacted.
+  engine as `{"input": s}`) join the assistant message just before them, and so do the calls of
+  the tools a client runs for a hosted tool definition: `local_shell_call` (tool `local_shell`,
+  its `action` as input), `shell_call` (tool `shell`, its `action`: `commands`) and
+  `apply_patch_call` (tool `apply_patch`, its `operation`: `path`, `diff`);
+- their outputs (`function_call_output` / `custom_tool_call_output`: an `output` string or
+  parts; `local_shell_call_output` and `apply_patch_call_output`: an `output` string;
+  `shell_call_output`: one `stdout` / `stderr` chunk per command) are results: a run of them is
+  one engine user message. A reduced shell output keeps its chunks and their outcomes, with the
+  text in the first chunk's `stdout`;
+- anything else (`reasoning` with `encrypted_content`, `compaction`, `item_reference`, the
+  server-run `mcp_call` / `web_search_call` / …, unknown items) is opaque: it passes through
+  untouched and is never compacted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from factrail.core.formats.base import Builder, FormatError, WireDocument, join_text
+from factrail.core.formats.base import TEXT_SEP, Builder, FormatError, WireDocument, join_text
 from factrail.core.model import as_map
 
 FORMAT = "responses"
-CALLS = frozenset({"function_call", "custom_tool_call"})
-OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+HOSTED_CALLS = {
+    "local_shell_call": ("local_shell", "action"),
+    "shell_call": ("shell", "action"),
+    "apply_patch_call": ("apply_patch", "operation"),
+}
+"""Calls of a hosted tool definition the client runs: item type → (engine tool, input key)."""
+CALLS = frozenset({"function_call", "custom_tool_call", *HOSTED_CALLS})
+CONTENT_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+"""Outputs whose `output` is a string or a list of content parts."""
+OUTPUTS = CONTENT_OUTPUTS | {
+    "local_shell_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+}
 
 
 def _str(value: Any) -> str:
@@ -29,6 +48,62 @@ def _str(value: Any) -> str:
 
 def _call_id(item: dict[str, Any]) -> str:
     return _str(item.get("call_id")) or _str(item.get("id"))
+
+
+def _chunks(output: Any) -> list[dict[str, Any]]:
+    return [c for c in output if isinstance(c, dict)] if isinstance(output, list) else []
+
+
+def shell_text(output: Any) -> str:
+    """The engine text of a `shell_call_output`'s chunks: each command's stdout, then its
+    stderr, the non-empty ones joined by a newline."""
+    parts = (_str(c.get(k)) for c in _chunks(output) for k in ("stdout", "stderr"))
+    return TEXT_SEP.join(p for p in parts if p)
+
+
+def shell_output(original: Any, text: str) -> Any:
+    """A `shell_call_output`'s chunks with `text` as the first one's stdout and every other
+    stream emptied, each chunk's outcome (exit code, timeout) kept."""
+    chunks = original if isinstance(original, list) else []
+    out: list[Any] = []
+    placed = False
+    for chunk in chunks:
+        if not isinstance(chunk, dict):
+            out.append(chunk)
+            continue
+        out.append({**chunk, "stdout": "" if placed else text, "stderr": ""})
+        placed = True
+    return out if placed else original  # no chunk, no text: nothing was reduced
+
+
+def _plain_output(original: Any, text: str) -> str:
+    """A string `output` (local shell, apply_patch) takes the new text as it is."""
+    return text
+
+
+def _shell_failed(output: Any) -> bool:
+    """Whether a command of a `shell_call_output` timed out or exited non-zero."""
+    for c in _chunks(output):
+        outcome = c.get("outcome")
+        if isinstance(outcome, dict) and (
+            outcome.get("type") == "timeout" or outcome.get("exit_code") not in (None, 0)
+        ):
+            return True
+    return False
+
+
+def _add_output(b: Builder, w: int, item: dict[str, Any], kind: str) -> None:
+    output = item.get("output")
+    path = (w, "output")
+    if kind in CONTENT_OUTPUTS:
+        b.add_result(_call_id(item), path, output, part_type="input_text")
+    elif kind == "shell_call_output":
+        b.add_result(_call_id(item), path, output, is_error=_shell_failed(output),
+                     text=shell_text(output), encode=shell_output)  # fmt: skip
+    else:
+        failed = item.get("status") in ("failed", "incomplete")
+        b.add_result(_call_id(item), path, output, is_error=failed, text=_str(output),
+                     encode=_plain_output)  # fmt: skip
 
 
 def parse(input: str | list[Any]) -> WireDocument:
@@ -57,18 +132,23 @@ def parse(input: str | list[Any]) -> WireDocument:
             if last != "assistant":
                 b.push("assistant")
                 last = "assistant"
-            name = _str(item.get("name")) or "unknown_tool"
             if kind == "function_call":
                 args = item.get("arguments")
+                name = _str(item.get("name")) or "unknown_tool"
                 b.add_use(_call_id(item), name, as_map(args), (w, "arguments"), args)
-            else:
+            elif kind == "custom_tool_call":
                 raw = item.get("input")
+                name = _str(item.get("name")) or "unknown_tool"
                 b.add_use(
                     _call_id(item), name, {"input": _str(raw)}, (w, "input"), raw, wrapped="input"
                 )
+            else:
+                tool, key = HOSTED_CALLS[kind]
+                value = item.get(key)
+                b.add_use(_call_id(item), tool, as_map(value), (w, key), value)
         elif kind in OUTPUTS:
             if last != "results":
                 b.push("user")
                 last = "results"
-            b.add_result(_call_id(item), (w, "output"), item.get("output"), part_type="input_text")
+            _add_output(b, w, item, kind)
     return b.build(FORMAT, input)
