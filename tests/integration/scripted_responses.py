@@ -35,7 +35,11 @@ factrail. The twin of `scripted_anthropic.py` for the other wire format and the 
   step from the first asks for two calls at once. A request whose tools come as an
   `additional_tools` input item with a custom `exec` tool (Codex on GPT-6: "code mode") is
   answered in kind: each call is a `custom_tool_call` of `exec` whose JavaScript runs the
-  step's command through `tools.exec_command`. Other requests get a short text answer.
+  step's command through `tools.exec_command`. A request that declares OpenAI's hosted `shell`
+  tool (`{"type": "shell"}`, as the Agents SDK's `ShellTool` does) is answered with
+  `shell_call` items, whose `shell_call_output` (a stdout / stderr / outcome chunk per
+  command) the client sends back. Other requests get a short text answer. Call ids are fresh
+  for each scripted session, as the API's are.
 
 `GET /_records`: one record per request, without its body (usage, kind, step, the first input
 item that differs from the previous main request, whether the planted line was in any tool
@@ -46,6 +50,7 @@ output, whether the agent re-ran the read). `POST /_reset` forgets records and c
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -75,8 +80,10 @@ TTL_S = 600.0
 MAIN_TOOL = "exec_command"
 CODE_TOOL = "exec"
 """Code mode's one tool: JavaScript that calls the others (`tools.exec_command(...)`)."""
-CALL_TYPES = ("function_call", "custom_tool_call")
-OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+SHELL_TOOL = "shell"
+"""The type of OpenAI's hosted shell tool definition, whose calls the client runs."""
+CALL_TYPES = ("function_call", "custom_tool_call", "shell_call")
+OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output", "shell_call_output")
 ITEM_TYPES = ("message", *CALL_TYPES, *OUTPUT_TYPES, "reasoning", "additional_tools")
 WRITE_BILLED = ("gpt-5.6", "gpt-6")
 """Model families whose cache is written at breakpoints and billed for its writes."""
@@ -151,9 +158,14 @@ def validate(body: Any) -> None:
             if not isinstance(call_id, str) or not call_id:
                 raise Invalid(f"Missing required parameter: '{where}.call_id'.")
             if kind in CALL_TYPES:
-                field_name = "arguments" if kind == "function_call" else "input"
-                if not isinstance(item.get(field_name), str):
-                    raise Invalid(f"Invalid type for '{where}.{field_name}': expected a string.")
+                if kind == "shell_call":
+                    _validate_shell_call(item, where)
+                else:
+                    field_name = "arguments" if kind == "function_call" else "input"
+                    if not isinstance(item.get(field_name), str):
+                        raise Invalid(
+                            f"Invalid type for '{where}.{field_name}': expected a string."
+                        )
                 if call_id in called:
                     raise Invalid(f"Duplicate tool call id {call_id!r}.")
                 called.add(call_id)
@@ -162,7 +174,9 @@ def validate(body: Any) -> None:
                     raise Invalid(
                         f"No tool call found for function call output with call_id {call_id}."
                     )
-                if not isinstance(item.get("output"), str | list):
+                if kind == "shell_call_output":
+                    _validate_shell_output(item, where)
+                elif not isinstance(item.get("output"), str | list):
                     raise Invalid(f"Invalid type for '{where}.output'.")
                 answered.add(call_id)
         if kind == "additional_tools" and not isinstance(item.get("tools"), list):
@@ -192,6 +206,36 @@ def validate(body: Any) -> None:
                     f"Item '{item.get('id')}' of type 'reasoning' was provided without its "
                     "required following item."
                 )
+
+
+def _validate_shell_call(item: dict[str, Any], where: str) -> None:
+    action = item.get("action")
+    commands = action.get("commands") if isinstance(action, dict) else None
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands):
+        raise Invalid(f"Invalid type for '{where}.action.commands': expected an array of strings.")
+
+
+def _validate_shell_output(item: dict[str, Any], where: str) -> None:
+    """A `shell_call_output`'s `output`: chunks of string `stdout` and `stderr` and an
+    `outcome` (`exit` with an integer code, or `timeout`)."""
+    chunks = item.get("output")
+    if not isinstance(chunks, list):
+        raise Invalid(f"Invalid type for '{where}.output': expected an array.")
+    for j, chunk in enumerate(chunks):
+        at = f"{where}.output[{j}]"
+        if not isinstance(chunk, dict):
+            raise Invalid(f"Invalid type for '{at}': expected an object.")
+        for stream in ("stdout", "stderr"):
+            if not isinstance(chunk.get(stream), str):
+                raise Invalid(f"Missing required parameter: '{at}.{stream}'.")
+        outcome = chunk.get("outcome")
+        exited = isinstance(outcome, dict) and outcome.get("type") == "exit"
+        if (
+            not isinstance(outcome, dict)
+            or outcome.get("type") not in ("exit", "timeout")
+            or (exited and not isinstance(outcome.get("exit_code"), int))
+        ):
+            raise Invalid(f"Invalid value for '{at}.outcome'.")
 
 
 def _produced_with(item: Any) -> bool:
@@ -335,6 +379,9 @@ class Script:
     fact_token: str = ""
     reasoning: bool = False
     parallel: int = 0
+    run: str = "scripted"
+    """In every call id: fresh for each scripted session, as the API's ids are, so that two runs
+    that factrail cannot tell apart (same head, no session id) never share a call id."""
 
 
 SCRIPT = Script()
@@ -371,8 +418,14 @@ def _code_mode(body: dict[str, Any]) -> bool:
     )
 
 
+def _shell_mode(body: dict[str, Any]) -> bool:
+    """Whether the client declared the hosted shell tool, whose calls it runs itself."""
+    tools = body.get("tools")
+    return any(isinstance(t, dict) and t.get("type") == SHELL_TOOL for t in tools or [])
+
+
 def _is_main(body: dict[str, Any]) -> bool:
-    return MAIN_TOOL in _tool_names(body.get("tools")) or _code_mode(body)
+    return MAIN_TOOL in _tool_names(body.get("tools")) or _code_mode(body) or _shell_mode(body)
 
 
 def _output_text(item: dict[str, Any]) -> str:
@@ -380,19 +433,27 @@ def _output_text(item: dict[str, Any]) -> str:
     if isinstance(output, str):
         return output
     parts = output if isinstance(output, list) else []
+    if _kind(item) == "shell_call_output":
+        streams = (p.get(k, "") for p in parts if isinstance(p, dict) for k in ("stdout", "stderr"))
+        return "\n".join(s for s in streams if s)
     return "\n".join(p.get("text", "") for p in parts if isinstance(p, dict))
 
 
-def _call(step: int, cmd: str, code: bool = False) -> dict[str, Any]:
-    """The call that runs `cmd`: `exec_command`, or in code mode JavaScript calling it."""
-    if code:
+def _call(step: int, cmd: str, mode: str = "") -> dict[str, Any]:
+    """The call that runs `cmd`: `exec_command`, in code mode JavaScript calling it, or a
+    hosted shell's call."""
+    if mode == "shell":
+        return {"type": "shell_call", "id": f"sh_scripted_{step:03d}", "status": "completed",
+                "call_id": f"call_{SCRIPT.run}_{step:03d}",
+                "action": {"commands": [cmd], "timeout_ms": 10000}}  # fmt: skip
+    if mode == "code":
         source = (f"const r = await tools.exec_command({{cmd: {orjson.dumps(cmd).decode()}}});\n"
                   "text(r.output);")  # fmt: skip
         return {"type": "custom_tool_call", "id": f"ctc_scripted_{step:03d}",
-                "status": "completed", "call_id": f"call_scripted_{step:03d}",
+                "status": "completed", "call_id": f"call_{SCRIPT.run}_{step:03d}",
                 "name": CODE_TOOL, "input": source}  # fmt: skip
     return {"type": "function_call", "id": f"fc_scripted_{step:03d}", "status": "completed",
-            "call_id": f"call_scripted_{step:03d}", "name": MAIN_TOOL,
+            "call_id": f"call_{SCRIPT.run}_{step:03d}", "name": MAIN_TOOL,
             "arguments": orjson.dumps({"cmd": cmd, "yield_time_ms": 10000}).decode()}  # fmt: skip
 
 
@@ -429,7 +490,7 @@ def _answered_in_order(items: list[Any]) -> bool:
 
 def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str, Any]]:
     outputs = [i for i in _items(body) if _kind(i) in OUTPUT_TYPES]
-    code = _code_mode(body)
+    mode = "code" if _code_mode(body) else "shell" if _shell_mode(body) else ""
     step = len(outputs)
     record["step"] = step
     sent = [i for i in _items(body) if _kind(i) == "reasoning"]
@@ -445,17 +506,17 @@ def _answer_main(body: dict[str, Any], record: dict[str, Any]) -> list[dict[str,
     record["outputs_in_order"] = _answered_in_order(_items(body))
     last = min(SCRIPT.steps, MAX_STEPS)
     if step < last:
-        calls = [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token), code)]
+        calls = [_call(step, command(step, SCRIPT.steps, SCRIPT.fact_token), mode)]
         if SCRIPT.parallel and step % SCRIPT.parallel == 1 and step + 1 < last - 1:
             # Two calls at once: their outputs come back together, after both calls.
-            calls.append(_call(step + 1, command(step + 1, SCRIPT.steps, SCRIPT.fact_token), code))
+            calls.append(_call(step + 1, command(step + 1, SCRIPT.steps, SCRIPT.fact_token), mode))
         return calls
     lines = (ln for o in outputs for ln in _output_text(o).splitlines())
     found = next((ln for ln in lines if FACT_PREFIX in ln), None)
     if found is None and step == min(SCRIPT.steps, MAX_STEPS) and outputs:
         # Not in sight: do what the note in its place says, as an agent would, once.
         record["recovering"] = True
-        return [_call(step, command(0, SCRIPT.steps, SCRIPT.fact_token), code)]
+        return [_call(step, command(0, SCRIPT.steps, SCRIPT.fact_token), mode)]
     token = found.split(FACT_PREFIX, 1)[1].split()[0] if found else None
     record["answered_fact"] = token
     text = f"The release signing key fingerprint is {token}." if token else "The fact is gone."
@@ -545,6 +606,7 @@ async def configure(request: Request) -> Response:
     SCRIPT.fact_token = str(data["fact_token"])
     SCRIPT.reasoning = bool(data.get("reasoning", False))
     SCRIPT.parallel = int(data.get("parallel", 0))
+    SCRIPT.run = secrets.token_hex(4)  # as long as "scripted": the same token counts
     RECORDS.clear()
     _forget()
     return json_response({})

@@ -1,0 +1,76 @@
+"""The bill of a third real client: an OpenAI Agents SDK agent with the hosted `shell` tool,
+which the SDK runs locally and answers with `shell_call_output` items (a stdout / stderr /
+outcome chunk per command). It runs one scripted tool loop direct against a scripted Responses
+endpoint that validates every item and bills like OpenAI's prompt cache, and once through
+`factrail serve`; both priced from the endpoint's usage records under OpenAI's prices for the
+model (cached input 0.1 of uncached). See `bench/agents_sdk_bill.py` for the figures printed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+import pytest
+
+from tests.integration.agents_sdk import AVAILABLE, run_session, start_gateway
+from tests.integration.bills import Pairs, Session
+from tests.integration.processes import start_fake, stop
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not AVAILABLE, reason="the Agents SDK is a dev dependency: make test"),
+]
+
+TRIGGER = 20_000
+SHORT, LONG = 8, 30
+"""Shell calls per session: below the trigger, and past it more than twice."""
+ROUTE = "responses"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
+    work = tmp_path_factory.mktemp("agents-sdk")
+    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
+    try:
+        gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
+        try:
+            yield Pairs(f"{endpoint}/v1", gateway, ROUTE, partial(run_session, endpoint), work)
+        finally:
+            stop(proxy)
+    finally:
+        stop(fake)
+
+
+def completed(session: Session, steps: int) -> None:
+    """The agent finished, every request was valid (each shell output in its chunks, each call
+    answered), one request per call and the answer, and the fact planted in the first output
+    reached the answer without a re-read."""
+    assert session.returncode == 0, session.stderr
+    assert session.rejected == [], session.rejected
+    assert len(session.main) == steps + 1
+    last = session.main[-1]
+    assert last["fact_kept"] is True
+    assert last["answered_fact"] == session.token
+    assert session.token in session.result["result"]
+
+
+def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:
+    direct, through, factrail = stack.pair(SHORT)
+    completed(direct, SHORT)
+    completed(through, SHORT)
+    assert factrail.get("compactions", 0) == 0
+    assert factrail.get("passthrough", 0) == SHORT + 1
+    assert through.billed == direct.billed
+
+
+def test_hosted_shell_outputs_are_reduced_and_the_session_costs_less(stack: Pairs) -> None:
+    direct, through, factrail = stack.pair(LONG)
+    completed(direct, LONG)
+    completed(through, LONG)
+    assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
+    assert through.billed < 0.9 * direct.billed
+    # Between compactions every request extends the one before it: the cache reads on.
+    changed = [r for r in through.main if r.get("first_diff") is not None]
+    assert len(changed) == factrail["compacted"]
+    assert max(r["cache_read"] for r in through.main) < max(r["cache_read"] for r in direct.main)
