@@ -83,6 +83,41 @@ def openai_messages(draw: Draw) -> list[dict[str, Any]]:
     return out
 
 
+outcomes = st.one_of(
+    st.builds(lambda c: {"type": "exit", "exit_code": c}, st.integers(0, 3)),
+    st.just({"type": "timeout"}),
+)
+chunk = st.builds(lambda o, e, c: {"stdout": o, "stderr": e, "outcome": c}, texts, texts, outcomes)
+
+
+@st.composite
+def hosted_round(draw: Draw) -> list[dict[str, Any]]:
+    """Calls of hosted tool definitions the client ran, then their outputs (maybe none)."""
+    kinds = draw(st.lists(st.sampled_from(["shell", "local_shell", "apply_patch"]), max_size=2))
+    calls: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    for n, kind in enumerate(kinds):
+        cid = f"h{n}_{draw(ids)}"
+        if kind == "shell":
+            action = {"commands": draw(st.lists(texts, max_size=2)), **draw(extras)}
+            calls.append({"type": "shell_call", "call_id": cid, "action": action})
+            chunks = draw(st.lists(chunk, min_size=1, max_size=2))
+            outputs.append({"type": "shell_call_output", "call_id": cid, "output": chunks})
+        elif kind == "local_shell":
+            action = {"type": "exec", "command": draw(st.lists(texts, max_size=3)), "env": {}}
+            calls.append({"type": "local_shell_call", "id": draw(texts), "call_id": cid,
+                          "action": action})  # fmt: skip
+            outputs.append({"type": "local_shell_call_output", "id": cid, "output": draw(texts)})
+        else:
+            operation = {"type": "update_file", "path": draw(texts), "diff": draw(texts)}
+            calls.append({"type": "apply_patch_call", "call_id": cid, "operation": operation})
+            done = {"type": "apply_patch_call_output", "call_id": cid, "status": "completed"}
+            if draw(st.booleans()):
+                done["output"] = draw(texts)
+            outputs.append(done)
+    return calls + outputs
+
+
 @st.composite
 def responses_input(draw: Draw) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
@@ -130,6 +165,7 @@ def responses_input(draw: Draw) -> list[dict[str, Any]]:
                     "output": draw(st.one_of(texts, parts("input_text"))),
                 }
             )
+        out.extend(draw(hosted_round()))
         if draw(st.booleans()):
             out.append(
                 {
@@ -273,8 +309,14 @@ def at(value: Any, path: Path) -> Any:
 
 
 def check_spelling_kept(old: Any, new: Any) -> None:
-    """A string stays a string; a part list keeps its non-text parts in place."""
-    if isinstance(old, list):
+    """A string stays a string; a part list keeps its non-text parts in place; a shell output's
+    chunks stay, each with its outcome."""
+    if old is None:  # an optional output (apply_patch) that was not there
+        assert isinstance(new, str)
+    elif isinstance(old, list) and old and all(isinstance(c, dict) and "outcome" in c for c in old):
+        assert [c["outcome"] for c in new] == [c["outcome"] for c in old]
+        assert all(isinstance(c["stdout"], str) and isinstance(c["stderr"], str) for c in new)
+    elif isinstance(old, list):
         assert isinstance(new, list)
         assert [p for p in old if not is_text_part(p)] == [p for p in new if not is_text_part(p)]
         assert sum(is_text_part(p) for p in new) == 1
@@ -304,7 +346,11 @@ def check_one_result_change(
     assert json.dumps(wire, ensure_ascii=False) == before
     location = doc.result_location(i, j)
     changed = diff_paths(wire, out)
-    assert changed and all(p[: len(location)] == location for p in changed)
+    # An optional output that was not there is added: its item's keys change.
+    parent = at(wire, location[:-1])
+    added = isinstance(parent, dict) and location[-1] not in parent
+    within = location[:-1] if added else location
+    assert changed and all(p[: len(within)] == within for p in changed)
     check_spelling_kept(at(wire, location), at(out, location))
     again = parse(out)
     assert [[r.text for r in m.tool_results] for m in again.messages] == [
