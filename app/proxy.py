@@ -266,7 +266,7 @@ class Gateway:
             started = time.perf_counter()
             extra = _extra_tokens(data, doc)
             compactor = self.engine.compactor
-            seen = evidence(data, doc.messages, alias_keys(headers, data))
+            seen = evidence(data, doc.messages, alias_keys(headers, data, doc, model))
             result = await compactor.compact(
                 session,
                 doc,

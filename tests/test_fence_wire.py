@@ -6,7 +6,8 @@ Property: for any spelling a generator can make of a fenced tool, MCP server or 
 `mcp_call.server_label`, `Skill` with `skill`/`name`/`command`, slash forms, `\\u` escapes in
 the raw body), sent as OpenAI chat, Anthropic Messages or Responses, and any lifecycle
 (one request; a restart then the client's own compaction; a new session header; a wiped
-store; a failing store), a judge not declared local receives 0 requests. The control: the same
+store; a failing store; a client that names no session trimming its oldest turns), a judge not
+declared local receives 0 requests. The control: the same
 scenario with the judge declared local reaches it, so the zero is the fence's doing.
 """
 
@@ -38,7 +39,7 @@ OPENAI = "http://upstream.invalid/v1"
 ANTHROPIC = "http://anthropic.invalid"
 TRIGGER = 1500
 FORMATS = ("chat", "anthropic", "responses")
-LIFECYCLES = ("once", "restart", "new-header", "wiped", "failing")
+LIFECYCLES = ("once", "restart", "new-header", "wiped", "failing", "trimmed")
 CONTINUED = (
     "This session is being continued from a previous conversation that ran out of context. "
     "The conversation is summarized below: the agent tidied the inbox integration."
@@ -287,12 +288,26 @@ class Gateway:
             yield gateway
 
 
-def send(gateway: TestClient, fmt: str, content: bytes, header: str) -> str:
-    r = gateway.post(
-        ROUTES[fmt],
-        content=content,
-        headers={"content-type": "application/json", "x-factrail-session": header},
-    )
+def anonymous(body: dict[str, Any]) -> dict[str, Any]:
+    """The body as a client that names no session sends it (no `prompt_cache_key`, no
+    `metadata.user_id`): factrail keys it by its head and its first answer."""
+    return {k: v for k, v in body.items() if k not in ("prompt_cache_key", "metadata")}
+
+
+def trimmed(body: dict[str, Any]) -> bytes:
+    """The body of a later turn of a client that drops its oldest turns: the same head, the
+    fenced call gone, another first answer (every call id renamed)."""
+    raw = orjson.dumps(anonymous(body))
+    for prefix in (b'"call_', b'"fc_', b'"toolu_'):
+        raw = raw.replace(prefix, prefix + b"t")
+    return raw
+
+
+def send(gateway: TestClient, fmt: str, content: bytes, header: str | None) -> str:
+    headers = {"content-type": "application/json"}
+    if header is not None:
+        headers["x-factrail-session"] = header
+    r = gateway.post(ROUTES[fmt], content=content, headers=headers)
     assert r.status_code == 200, r.text
     return r.headers["x-factrail"]
 
@@ -306,8 +321,11 @@ def run(tmp: Path, fmt: str, call: Call, lifecycle: str, slot: int, local: bool)
     calls = [PLAIN[i % 2] for i in range(8)]
     calls.insert(slot % (len(calls) + 1), call)
     first = f"Tidy up the inbox integration ({client[:8]})."
-    header = "h-" + client
-    body = escaped(build(fmt, calls, first, client), call)
+    header: str | None = "h-" + client
+    built = build(fmt, calls, first, client)
+    if lifecycle == "trimmed":
+        built, header = anonymous(built), None
+    body = escaped(built, call)
     if lifecycle == "failing":
         with failing_store(), gateway.running() as g:
             send(g, fmt, body, header)
@@ -315,6 +333,11 @@ def run(tmp: Path, fmt: str, call: Call, lifecycle: str, slot: int, local: bool)
     with gateway.running() as g:
         send(g, fmt, body, header)
     if lifecycle == "once":
+        return gateway.judge_requests
+    if lifecycle == "trimmed":
+        later = trimmed(build(fmt, [PLAIN[i % 2] for i in range(9)], first, client))
+        with gateway.running() as g:
+            send(g, fmt, later, None)
         return gateway.judge_requests
     if lifecycle == "wiped":
         for path in gateway.tmp.glob("state.db*"):

@@ -2,7 +2,8 @@
 
 Every key is a blake2b hash (nothing in clear) behind a prefix naming its source: `h-` the
 caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a Responses chain whose start
-was not seen, `s-` the stable head alone; `a-` the client's session id alone (the fence's alias).
+was not seen, `s-` the stable head and the first answer; the fence's aliases are `a-` the
+client's session id alone and `s-` the head alone.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def session_key(
     (`previous_response_id`, when `chain` knows it); the client's own session id (`client_id`)
     together with the stable head, so that the subagents of one client session (other system
     prompt and task) stay apart; a `previous_response_id` not known (a chain from here on); the
-    stable head alone (system texts, first user message, model family).
+    stable head alone (system texts, first user message, model family) with the first answer
+    once there is one (its text and call ids: runs of one prompt part there, so two runs at
+    once never share a plan; the first request of each, which has no answer yet, is keyed by
+    the head).
     """
     explicit = _text(headers.get(SESSION_HEADER))
     if explicit:
@@ -59,22 +63,49 @@ def session_key(
     known = chain(previous) if previous and chain is not None else None
     if known:
         return known
-    first_user = next((m.text for m in doc.messages if is_prompt(m)), "")
-    family = re.split(r"[-:@/]", model.lower(), maxsplit=1)[0] if model else ""
-    head = [*doc.system_texts, first_user, family]
+    head = _head(doc, model)
     client = client_id(headers, body)
     if client:
         return _key("c-", client, *head)
     if previous:
         return _key("r-", previous)
-    return _key("s-", *head)
+    return _key("s-", *head, *_first_answer(doc))
 
 
-def alias_keys(headers: Mapping[str, str], body: Mapping[str, Any]) -> tuple[str, ...]:
-    """Keys that follow the client's own session whatever its head (`a-`): the fence keeps a
-    session's taint there too, so it survives the client's compaction or a new session header."""
+def alias_keys(
+    headers: Mapping[str, str],
+    body: Mapping[str, Any],
+    doc: Document | None = None,
+    model: str = "",
+) -> tuple[str, ...]:
+    """Keys the fence keeps a session's taint under besides its own, so that it survives what
+    would change the key: the client's own session id alone (`a-`), whatever its head (its
+    compaction, a new session header); for a client that names no session, the head alone
+    (the key of its first request, and of every run of the same prompt: a client that trims
+    its oldest turns changes its first answer, never its head)."""
     client = client_id(headers, body)
-    return (_key("a-", client),) if client else ()
+    if client:
+        return (_key("a-", client),)
+    named = _text(headers.get(SESSION_HEADER)) or _text(body.get("previous_response_id"))
+    if doc is None or named or not _first_answer(doc):
+        return ()
+    return (_key("s-", *_head(doc, model)),)
+
+
+def _head(doc: Document, model: str) -> tuple[str, ...]:
+    """The stable head: system texts, first user message, model family."""
+    first_user = next((m.text for m in doc.messages if is_prompt(m)), "")
+    family = re.split(r"[-:@/]", model.lower(), maxsplit=1)[0] if model else ""
+    return (*doc.system_texts, first_user, family)
+
+
+def _first_answer(doc: Document) -> tuple[str, ...]:
+    """What sets a run apart from another of the same prompt: its first answer's text and the
+    ids the provider gave its calls (none before the first answer)."""
+    answer = next((m for m in doc.messages if m.role == "assistant"), None)
+    if answer is None:
+        return ()
+    return (answer.text, *(f"{u.tool_use_id}\x01{u.tool}" for u in answer.tool_uses))
 
 
 def header_key(value: str) -> str:

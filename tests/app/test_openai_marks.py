@@ -88,8 +88,8 @@ def test_a_hosted_shell_output_cannot_carry_it_so_the_output_before_it_does() ->
     goes on the last output before it that can carry one (here the task, before any)."""
     items = responses_items(2)
     items.append({"type": "shell_call", "call_id": "s", "action": {"commands": ["ls"]}})
-    items.append({"type": "shell_call_output", "call_id": "s", "output": [
-        {"stdout": "a\n" * 40, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]})  # fmt: skip
+    chunk = {"stdout": "a\n" * 40, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+    items.append({"type": "shell_call_output", "call_id": "s", "output": [chunk]})
     doc = parse_responses(items)
     placed = openai_marks.place({}, items, doc, 6, chat=False)
     assert placed is not None and marked(placed) == [6]

@@ -13,7 +13,7 @@ from starlette.datastructures import Headers
 from factrail.core.formats import openai_chat
 from factrail.core.formats.base import Document
 from factrail.session import session_key
-from factrail.session.keys import client_id
+from factrail.session.keys import alias_keys, client_id
 
 
 def doc(system: str = "You are a coding agent.", prompt: str = "Fix the build.") -> Document:
@@ -125,3 +125,42 @@ def test_the_responses_chain() -> None:
     assert session_key(Headers({}), unknown, doc(), "gpt-5", known.get) == key(**unknown)
     assert key(**unknown) != key(previous_response_id="resp_3")
     assert key(prompt_cache_key="pck", **unknown) == key(prompt_cache_key="pck")
+
+
+def run_doc(call_id: str, steps: int = 1, answer: str = "Looking.") -> Document:
+    """A run of the default prompt, `steps` calls in: its first answer names `call_id`."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the build."},
+    ]
+    for i in range(steps):
+        cid = call_id if i == 0 else f"{call_id}-{i}"
+        call = {"id": cid, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": answer if i == 0 else "More.",
+                         "tool_calls": [call]})  # fmt: skip
+        messages.append({"role": "tool", "tool_call_id": cid, "content": f"out {i}"})
+    return openai_chat.parse(messages)
+
+
+def test_runs_of_one_prompt_that_name_no_session_part_at_their_first_answer() -> None:
+    """Two runs of the same prompt at once (a pass@k evaluation) must not share a plan: without
+    a session id they share the head, so the first answer (its text and the provider's call
+    ids) is in the key; a run's key stays the same as it grows; the first request, which has
+    no answer yet, is keyed by the head."""
+
+    def s_key(d: Document) -> str:
+        return session_key(Headers({}), {}, d, "gpt-4o")
+
+    run_a, run_b = run_doc("call_Ab3"), run_doc("call_Zq9")
+    assert s_key(run_a) != s_key(run_b) and s_key(run_a).startswith("s-")
+    assert s_key(run_a) == s_key(run_doc("call_Ab3", steps=5))
+    assert s_key(run_a) != s_key(run_doc("call_Ab3", answer="Reading."))
+    assert key() not in (s_key(run_a), s_key(run_b))
+    # The fence keeps a run's taint under the head too: the key of the first request of
+    # every run of this prompt, which a client trimming its oldest turns keeps.
+    assert alias_keys(Headers({}), {}, run_a, "gpt-4o") == (key(),)
+    assert alias_keys(Headers({}), {}, run_b, "gpt-4o") == (key(),)
+    assert alias_keys(Headers({}), {}, doc(), "gpt-4o") == ()  # no answer: the key is the head
+    named = alias_keys(Headers({}), {"prompt_cache_key": "pck"}, run_a, "gpt-4o")
+    assert len(named) == 1 and named[0].startswith("a-")
+    assert alias_keys(Headers({"x-factrail-session": "mine"}), {}, run_a, "gpt-4o") == ()
