@@ -7,6 +7,7 @@ observation of one moment and keeps its fact lines when reduced.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -35,6 +36,9 @@ SHELL_TOOLS = frozenset(
         "run_shell_command", "local_shell", "execute_command", "run_command",
     }
 )  # fmt: skip
+CODE_TOOLS = frozenset({"exec"})
+"""Codex's code mode (GPT-6): one custom tool whose input is JavaScript that calls the others as
+`await tools.exec_command({cmd: ...})`, `tools.apply_patch(...)`, …"""
 EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool"})
 """Editors whose `view` command is a read and whose other commands edit."""
 _REDIRECT_NOISE = re.compile(r"2>&1|2>/dev/null|2>\$null|>\s*/dev/null|>\s*\$null")
@@ -92,6 +96,46 @@ def _command(input: Mapping[str, Any]) -> str:
     return ""
 
 
+_CODE_CALL = re.compile(r"\btools\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[)")
+_CODE_COMMAND = re.compile(
+    r"\btools\s*\.\s*exec_command\s*\(\s*(?:\{[^{}]*?\bcmd\s*:\s*)?"
+    r"(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\\$]*`)"
+)
+_CODE_STATE = re.compile(r"\b(?:store|load|notify|setTimeout|yield_control)\s*\(")
+
+
+def _js_string(literal: str) -> str | None:
+    """The value of a JavaScript string literal without substitutions (None: not one)."""
+    quote, inner = literal[0], literal[1:-1]
+    if quote == "`":
+        return inner
+    if quote == "'":
+        inner = inner.replace('\\"', '"').replace("\\'", "'").replace('"', '\\"')
+    try:
+        value = json.loads(f'"{inner}"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def code_commands(input: Mapping[str, Any], *, only: bool = True) -> list[str] | None:
+    """The shell commands a code-mode call runs through `tools.exec_command`, each given as a
+    string literal. `only`: None unless those are all it does (no other tool, no state kept
+    between calls, no command built at run time), so that re-running the same source runs
+    the same commands."""
+    source = input.get("input")
+    if not isinstance(source, str):
+        return None
+    found = [_js_string(m.group(1)) for m in _CODE_COMMAND.finditer(source)]
+    commands = [c for c in found if c is not None]
+    if not only:
+        return commands
+    names = [m.group(1) for m in _CODE_CALL.finditer(source)]
+    if not names or any(n != "exec_command" for n in names) or _CODE_STATE.search(source):
+        return None
+    return commands if len(commands) == len(names) else None
+
+
 def _writes_file(command: str) -> bool:
     """A `>` that is not a stream duplication (`2>x`, `>&2`, `&>f` do not count)."""
     for i, c in enumerate(command):
@@ -123,6 +167,9 @@ def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
     """Whether re-running this call gives back the same output (a read, not an observation)."""
     if tool in EDITOR_TOOLS and tool not in READ_TOOLS and input.get("command") != "view":
         return False
+    if tool in CODE_TOOLS:
+        commands = code_commands(input) or []
+        return bool(commands) and all(reproducible("exec_command", {"cmd": c}) for c in commands)
     if tool not in READ_TOOLS and tool not in EDITOR_TOOLS and tool not in SHELL_TOOLS:
         return False  # before the input is searched: a write's input may be a whole file
     if _MUTABLE_SOURCE.search(compact_json(input)):
@@ -191,6 +238,12 @@ def edited_paths(tool: str, input: Mapping[str, Any]) -> list[str]:
             if isinstance(value, str) and "*** " in value:
                 out.extend(_norm(p) for p in _PATCH_FILE.findall(value))
         return out
+    if tool in CODE_TOOLS:
+        source = input.get("input")
+        out.extend(_norm(p) for p in _PATCH_FILE.findall(source if isinstance(source, str) else ""))
+        for command in code_commands(input, only=False) or ():
+            out.extend(edited_paths("exec_command", {"cmd": command}))
+        return out
     if tool in SHELL_TOOLS:
         command = _command(input)
         out.extend(_norm(p) for p in _PATCH_FILE.findall(command))
@@ -206,6 +259,9 @@ def read_paths(tool: str, input: Mapping[str, Any]) -> list[str]:
     out = [_norm(v) for k in _PATH_KEYS if isinstance(v := input.get(k), str) and v]
     if tool in SHELL_TOOLS:
         out.extend(_norm(p) for p in _PATH_TOKEN.findall(_command(input)))
+    if tool in CODE_TOOLS:
+        for command in code_commands(input, only=False) or ():
+            out.extend(_norm(p) for p in _PATH_TOKEN.findall(command))
     return out
 
 

@@ -14,7 +14,9 @@ over-long arguments came to be briefed, then 15 of 3 sessions, when the lower-ca
 `edit` came to count as editors and a call that wrote down what the agent read to keep its
 arguments, then 45 of 14 sessions, when every reduced call's over-long arguments came to be
 briefed, then 180 of 36, when the brief's mark came to name factrail, then 10 of 2, when the
-agent's notes came to count only fact tokens of 4 chars or more). A change that is meant to
+agent's notes came to count only fact tokens of 4 chars or more; in the thirteenth, the 5 of
+the one Codex code-mode session, when its scripts that only run read commands came to be
+reads). A change that is meant to
 alter the output regenerates the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py

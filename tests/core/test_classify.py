@@ -10,8 +10,10 @@ from factrail.core.classify import (
     _BARE_PATH,
     _GREP_LINE,
     _READ_FAILED,
+    code_commands,
     edited_paths,
     read_is_observation,
+    read_paths,
     reproducible,
     search_paths,
 )
@@ -60,6 +62,53 @@ def test_the_hosted_shell_tools_are_read_by_their_commands() -> None:
     assert edited_paths("shell", {"commands": ["ls", "echo x > out.txt"]}) == ["out.txt"]
     patch = {"type": "update_file", "path": "./src/a.py", "diff": "@@"}
     assert edited_paths("apply_patch", patch) == ["src/a.py"]
+
+
+def code(source: str) -> dict[str, str]:
+    """A Codex code-mode call's input: JavaScript for the custom `exec` tool."""
+    return {"input": source}
+
+
+def test_code_mode_reads_are_read_by_the_commands_they_run() -> None:
+    """On GPT-6 Codex calls its tools from JavaScript. A script that only runs read commands
+    given as string literals is a read: re-running the same source gives the same output."""
+    one = 'const r = await tools.exec_command({cmd: "cat src/a.py"});\ntext(r.output);'
+    assert code_commands(code(one)) == ["cat src/a.py"]
+    assert reproducible("exec", code(one))
+    two = (
+        '// @exec: {"yield_time_ms": 1000}\n'
+        "const a = await tools.exec_command({cmd: 'git log -3', yield_time_ms: 500});\n"
+        'const b = await tools.exec_command("rg -n handler src");\n'
+        "text(a.output + b.output);"
+    )
+    assert code_commands(code(two)) == ["git log -3", "rg -n handler src"]
+    assert reproducible("exec", code(two))
+    assert read_paths("exec", code(one)) == ["src/a.py"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'await tools.exec_command({cmd: "rm -rf build"});',  # not a read
+        'await tools.exec_command({cmd: "cat a"}); await tools.apply_patch("*** Begin Patch");',
+        'const f = "a.py"; await tools.exec_command({cmd: `cat ${f}`});',  # built at run time
+        'const c = "cat a"; await tools.exec_command({cmd: c});',
+        'store("k", 1); await tools.exec_command({cmd: "cat a"});',  # state between calls
+        'await tools["exec_command"]({cmd: "cat a"});',
+        "text('no tool at all');",
+        'await tools.exec_command({cmd: "tail -f var/log/app.log"});',
+    ],
+)
+def test_code_mode_scripts_that_do_more_than_read_are_observations(source: str) -> None:
+    assert not reproducible("exec", code(source))
+
+
+def test_code_mode_edits_name_their_files() -> None:
+    patch = "*** Begin Patch\n*** Update File: src/x.py\n@@\n-a\n+b\n*** End Patch"
+    source = (
+        f'await tools.apply_patch(`{patch}`);\nawait tools.exec_command({{cmd: "echo 1 > o.txt"}});'
+    )
+    assert edited_paths("exec", code(source)) == ["src/x.py", "o.txt"]
 
 
 def test_stream_duplication_is_not_a_write() -> None:
