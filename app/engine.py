@@ -38,6 +38,7 @@ class Compactor(Protocol):
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
+        cache_reach: float | None = None,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...

@@ -59,6 +59,9 @@ MODEL_PEEK_BYTES = 4096
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 OUTCOME_HEADER = "x-factrail"
 COMPACTIONS_HEADER = "x-factrail-compactions"
+MEASURED = frozenset({"pays", "forced"})
+"""Compactions whose cache read says how far the provider's cache reaches (a compaction on a
+cold cache reads nothing whatever the cache could)."""
 """How many times this session has been compacted so far (on every parsed request)."""
 
 
@@ -275,6 +278,7 @@ class Gateway:
                 evidence=seen,
                 window=requested_window(route.provider, headers),
                 cache_ttl_s=requested_cache_ttl(route.provider, data),
+                cache_reach=self.sessions.reach_of(session),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
@@ -385,6 +389,14 @@ class Gateway:
         if self.sessions.cache_broke(session, usage.cached, prepared.outcome == "compacted"):
             self.metrics.cache_breaks.inc()
         result = prepared.result
+        if (
+            result is not None
+            and prepared.outcome == "compacted"
+            and result.decision in MEASURED
+            and usage.reports_cache
+        ):
+            unchanged = result.tokens_after - result.invalidated_tokens
+            self.sessions.measure_reach(session, usage.cached, unchanged)
         if self.engine is None or result is None or result.estimated_sent <= 0:
             return
         try:

@@ -1,5 +1,6 @@
 """What the gateway remembers of recent sessions, in memory and bounded: which session each
-Responses id answered (the `previous_response_id` chain) and each session's last cache read.
+Responses id answered (the `previous_response_id` chain), each session's last cache read, and
+how much of the prefix its last compaction left the provider read (its *reach*).
 
 Both are per process; the chain is also kept in the state store (`StateStore.link`), so a
 chain continued on another worker or replica finds its session there. Cache reads are compared
@@ -14,6 +15,9 @@ from typing import Generic, TypeVar
 V = TypeVar("V")
 RECENT_SESSIONS = 10_000
 RECENT_RESPONSES = 10_000
+MIN_REACH_PREFIX = 4096
+"""A compaction's reach is measured only when it left at least this many tokens to be read
+from the cache (below, a provider's minimum cacheable prefix alone could read nothing)."""
 
 
 class Lru(Generic[V]):
@@ -49,6 +53,9 @@ class SessionMemory:
         """Responses id → the session key of the request it answered."""
         self.cached: Lru[int] = Lru(sessions)
         """Session key → the cached input tokens its last answered turn read."""
+        self.reach: Lru[float] = Lru(sessions)
+        """Session key → the share of the unchanged prefix its last measured compaction read
+        from the provider's cache."""
 
     def answered_by(self, response_id: str) -> str | None:
         """The session whose request the Responses response `response_id` answered."""
@@ -57,6 +64,18 @@ class SessionMemory:
     def remember(self, response_id: str, session: str) -> None:
         """`response_id` answered a request of `session`."""
         self.responses.put(response_id, session)
+
+    def measure_reach(self, session: str, cached: int, unchanged: int) -> None:
+        """A compaction turn left `unchanged` tokens before its first change (system, tools
+        and messages) and the provider read `cached` of the prompt from its cache: where it read
+        less than that (a cache that keeps entries only at breakpoints, and none could be put at
+        the end of the unchanged part), the next compaction will re-bill that much more."""
+        if unchanged >= MIN_REACH_PREFIX:
+            self.reach.put(session, max(0.0, min(1.0, cached / unchanged)))
+
+    def reach_of(self, session: str) -> float | None:
+        """The session's last measured reach (None: none measured in this process)."""
+        return self.reach.get(session)
 
     def cache_broke(self, session: str, cached: int, compacted: bool) -> bool:
         """Record a turn's cache read; True when a turn factrail did not compact read less of

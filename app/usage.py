@@ -36,6 +36,9 @@ class Usage:
     """Read from the provider's prompt cache."""
     cache_write: int
     """Written to the prompt cache (Anthropic; OpenAI from the GPT-5.6 family on)."""
+    reports_cache: bool = True
+    """Whether the provider said what it read from its cache (an upstream that never does
+    reports every prompt uncached, which says nothing about its cache)."""
 
     @property
     def prompt(self) -> int:
@@ -65,13 +68,14 @@ class UsageReader:
                 counts.get("input_tokens", 0),
                 counts.get("cache_read_input_tokens", 0),
                 counts.get("cache_creation_input_tokens", 0),
+                "cache_read_input_tokens" in counts,
             )
         prompt = next((counts[k] for k in OPENAI_KEYS if k in counts), None)
         if prompt is None:
             return None
         cached = min(counts.get("cached_tokens", 0), prompt)
         written = min(counts.get("cache_write_tokens", 0), prompt - cached)
-        return Usage(prompt - cached - written, cached, written)
+        return Usage(prompt - cached - written, cached, written, "cached_tokens" in counts)
 
     def read_body(self, body: bytes) -> None:
         """Read a whole JSON response body."""

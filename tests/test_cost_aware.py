@@ -402,3 +402,28 @@ async def test_the_gate_prices_a_model_as_factrail_model_prices_says() -> None:
         result = await compactor.compact("s", openai_chat.parse(wire), model="claude-next-1")
         decisions[bool(prices)] = result.decision
     assert decisions == {False: "pays", True: "waits"}
+
+
+async def test_a_cache_that_read_nothing_of_the_frozen_zone_is_priced_so() -> None:
+    """A provider that keeps its cache only at breakpoints, with none at the end of the frozen
+    zone (hosted shell outputs cannot carry one), re-bills a later compaction from the head.
+    The gateway measures that on the compaction turn (`cache_reach`, the share of the
+    unchanged prefix it read), and the gate prices the next compaction with it: the turn that
+    compacts on a cache reaching the frozen zone waits on one that reached none of it."""
+
+    async def second_compaction(reach: float | None) -> tuple[int, str | None]:
+        c = make(16000)
+        compacted = 0
+        for k in range(20, 120):
+            measured = reach if compacted else None  # measured on the first compaction turn
+            turn = await c.compact("s", openai_chat.parse(chat(k)), cache_reach=measured)
+            compacted += turn.outcome == "compacted"
+            if compacted == 2:
+                return k, turn.decision
+        return 120, None
+
+    reached, decision = await second_compaction(None)
+    assert decision == "pays"
+    assert await second_compaction(1.0) == (reached, "pays")
+    later, _ = await second_compaction(0.0)
+    assert later > reached

@@ -141,6 +141,9 @@ class Asked:
     model: str
     window: int | None = None
     cache_ttl_s: float | None = None
+    cache_reach: float | None = None
+    """The share of the unchanged prefix the provider read from its cache on the session's
+    last compaction (None: not measured)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,8 @@ class Turn:
     turn first needs them)."""
     cache_ttl_s: float | None = None
     """The prompt cache's lifetime the request asked for (None: it did not say)."""
+    cache_reach: float | None = None
+    """See `Asked.cache_reach`."""
     calls_kept: frozenset[str] = frozenset()
     """Calls the judge said matter with their arguments (`Judged.calls_kept`)."""
 
@@ -278,6 +283,7 @@ class SessionCompactor:
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
+        cache_reach: float | None = None,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
         `evidence`: what the wire request tells the fence (its decoded calls, the client's
@@ -285,7 +291,8 @@ class SessionCompactor:
         context window the client asked for, when it says (else the model's, from the table);
         `cache_ttl_s`: the prompt cache's lifetime the client asked for, when it says (Anthropic's
         one hour, OpenAI's 24-hour retention: the cache goes cold later, and Anthropic bills
-        its one-hour entries' writes at twice the input price)."""
+        its one-hour entries' writes at twice the input price); `cache_reach`: how much of the
+        unchanged prefix the provider read on the session's last compaction (`Asked`)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
@@ -295,7 +302,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    Asked(model, window, cache_ttl_s),
+                    Asked(model, window, cache_ttl_s, cache_reach),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -417,6 +424,17 @@ class SessionCompactor:
             return Gate("waits")
         return Gate("pays", invalidated=estimate[0])
 
+    def _rebilled(self, turn: Turn, messages: Sequence[Message], first: int) -> float:
+        """The calibrated tokens a change from message `first` re-bills: everything after it,
+        and, where the provider read only part of the unchanged prefix on the session's last
+        compaction (a cache kept only at breakpoints, none of which could go at the end of the
+        frozen zone), the same share of the prefix before it."""
+        tokens = float(self.transcript_tokens(messages[first:]))
+        reach = turn.cache_reach
+        if reach is not None and reach < 1:
+            tokens += (1 - reach) * (self.transcript_tokens(messages[:first]) + turn.extra)
+        return tokens * turn.ratio
+
     def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
         `invalidated` once, under the provider's prices."""
@@ -440,7 +458,7 @@ class SessionCompactor:
         if not open_:
             return None
         first = min(min(c.call_index, c.result_index) for c in open_)
-        invalidated = self.transcript_tokens(turn.work[first:]) * turn.ratio
+        invalidated = self._rebilled(turn, turn.work, first)
         results = result_texts(turn.work)
         reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
         saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
@@ -480,6 +498,7 @@ class SessionCompactor:
             answered=answered,
             model=asked.model,
             cache_ttl_s=asked.cache_ttl_s,
+            cache_reach=asked.cache_reach,
         )
 
     def _fence(
@@ -722,8 +741,7 @@ class SessionCompactor:
         first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
         if first is None:
             return True  # nothing changed: nothing re-billed
-        invalidated = self.transcript_tokens(applied.messages[first:]) * turn.ratio
-        return self._pays_off(turn, applied, invalidated)
+        return self._pays_off(turn, applied, self._rebilled(turn, applied.messages, first))
 
     def _save(self, turn: Turn, applied: Applied, originals: Mapping[str, str]) -> Saved:
         """Save every newly reduced original (and briefed argument) before the request leaves."""

@@ -42,6 +42,12 @@ class ScriptedCompactor:
     upstream_calls: Any = None
     """Something with a `call_count` (a respx route), read when `after_answer` runs."""
     after_answer_fails: bool = False
+    reaches: list[float | None] = field(default_factory=list)
+    """The cache reach each call was told the session's last compaction had."""
+    tokens_after: int = 250
+    invalidated_tokens: int = 600
+    decision: str | None = None
+    """What a compacted turn reports of itself."""
 
     async def compact(
         self,
@@ -53,10 +59,12 @@ class ScriptedCompactor:
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
+        cache_reach: float | None = None,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
         self.windows.append(window)
         self.cache_ttls.append(cache_ttl_s)
+        self.reaches.append(cache_reach)
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":
@@ -82,12 +90,13 @@ class ScriptedCompactor:
             "compacted",
             document=doc.emit(work),
             tokens_before=1000,
-            tokens_after=250,
+            tokens_after=self.tokens_after,
             estimated_sent=250,
             judge="rules",
             reason="rules",
             compactions=1,
-            invalidated_tokens=600,
+            invalidated_tokens=self.invalidated_tokens,
+            decision=self.decision,  # type: ignore[arg-type]
         )
 
     def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:

@@ -300,6 +300,39 @@ def test_a_turn_not_compacted_that_reads_less_cache_is_a_cache_break(
     assert turn("passthrough", session="two") == 1  # another session, seen first
 
 
+def test_a_compaction_turn_measures_how_far_the_providers_cache_reached(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    """On a compaction turn the provider should read the prefix before the first change from
+    its cache; what share it read (its reach) goes with the session's next turns to the gate.
+    Measured only on compactions the gate let through on a warm cache, from a prefix long
+    enough to be cacheable, and only where the provider says what it read."""
+    usages = iter([
+        {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 2000}},
+        {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 0}},
+        {"prompt_tokens": 10_000},  # says nothing of its cache
+        {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 0}},
+        {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 9000}},
+        {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 0}},
+    ])  # fmt: skip
+    router.post(CHAT).mock(side_effect=lambda _: httpx.Response(200, json={"usage": next(usages)}))
+    compactor.tokens_after, compactor.invalidated_tokens = 10_000, 2000  # 8000 unchanged
+
+    def turn(outcome: str, decision: str | None) -> None:
+        compactor.outcome, compactor.decision = outcome, decision
+        r = client.post("/v1/chat/completions", json=chat(), headers={"x-factrail-session": "s"})
+        assert r.headers["x-factrail"] == outcome
+
+    turn("compacted", "pays")  # read 2000 of 8000
+    turn("passthrough", None)  # a turn that did not compact measures nothing
+    turn("compacted", "pays")  # no cache figure: nothing learnt
+    turn("compacted", "cold")  # a cold cache reads nothing whatever it could
+    turn("compacted", "forced")  # read 9000 of 8000: all of it
+    compactor.invalidated_tokens = 7000  # 3000 unchanged: too short to tell
+    turn("compacted", "pays")
+    assert compactor.reaches == [None, 0.25, 0.25, 0.25, 0.25, 1.0]
+
+
 def test_each_compaction_observes_the_tokens_it_invalidated(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:

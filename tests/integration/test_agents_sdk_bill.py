@@ -74,3 +74,22 @@ def test_hosted_shell_outputs_are_reduced_and_the_session_costs_less(stack: Pair
     changed = [r for r in through.main if r.get("first_diff") is not None]
     assert len(changed) == factrail["compacted"]
     assert max(r["cache_read"] for r in through.main) < max(r["cache_read"] for r in direct.main)
+
+
+def test_on_gpt_6_a_cache_that_reads_only_the_head_is_priced_so(stack: Pairs) -> None:
+    """GPT-6 keeps its prompt cache only at breakpoints, on content blocks, and a shell output
+    has none to carry one: after the first compaction no breakpoint marks the end of the frozen
+    zone, and each later compaction re-writes the whole transcript at 1.25x. factrail measures
+    that on a compaction turn (the provider read none of the unchanged prefix) and prices the
+    next compactions so: fewer of them, and the session costs less than direct (7 compactions
+    and 1.067 of direct before the gate knew)."""
+    direct, through, factrail = stack.pair(LONG + 10, {"model": "gpt-6-sol"})
+    completed(direct, LONG + 10)
+    completed(through, LONG + 10)
+    assert all(r["model"] == "gpt-6-sol" for r in through.main)
+    assert direct.total("cache_creation") > 0  # the write-billed breakpoint cache
+    changed = [r for r in through.main if r.get("first_diff") is not None]
+    assert len(changed) == factrail["compacted"] >= 2
+    assert all(r["cache_read"] == 0 for r in changed)  # each compaction read nothing
+    assert factrail["compactions"] <= 5
+    assert through.billed < direct.billed
