@@ -205,6 +205,12 @@ class Metrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
+        self.cache_reach = Histogram(
+            p + "compaction_cache_reach",
+            "Share of a compaction's unchanged prefix the upstream read from its cache.",
+            buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0),
+            registry=r,
+        )
         self.upstream_connections = Gauge(
             p + "upstream_connections",
             "Upstream pool connections: busy, idle, and orphaned (busy with no request in "

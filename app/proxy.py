@@ -396,7 +396,9 @@ class Gateway:
             and usage.reports_cache
         ):
             unchanged = result.tokens_after - result.invalidated_tokens
-            self.sessions.measure_reach(session, usage.cached, unchanged)
+            reach = self.sessions.measure_reach(session, usage.cached, unchanged)
+            if reach is not None:
+                self.metrics.cache_reach.observe(reach)
         if self.engine is None or result is None or result.estimated_sent <= 0:
             return
         try:

@@ -65,18 +65,20 @@ class SessionMemory:
         """`response_id` answered a request of `session`."""
         self.responses.put(response_id, session)
 
-    def measure_reach(self, session: str, cached: int, unchanged: int) -> None:
+    def measure_reach(self, session: str, cached: int, unchanged: int) -> float | None:
         """A compaction turn left `unchanged` tokens before its first change (system, tools
         and messages) and the provider read `cached` of the prompt from its cache: where it read
         less than that (a cache that keeps entries only at breakpoints, and none could be put at
-        the end of the unchanged part), the next compaction will re-bill that much more. Each
+        the end of the unchanged part), the next compaction will re-bill that much more (the
+        share measured is returned; None: the prefix was too short to tell). Each
         measurement is averaged with the one before, so one miss of a best-effort cache (a
         request routed to another machine) does not price the session as if it had none."""
         if unchanged < MIN_REACH_PREFIX:
-            return
+            return None
         measured = max(0.0, min(1.0, cached / unchanged))
         previous = self.reach.get(session)
         self.reach.put(session, measured if previous is None else (previous + measured) / 2)
+        return measured
 
     def reach_of(self, session: str) -> float | None:
         """The session's last measured reach (None: none measured in this process)."""

@@ -331,6 +331,10 @@ def test_a_compaction_turn_measures_how_far_the_providers_cache_reached(
     compactor.invalidated_tokens = 7000  # 3000 unchanged: too short to tell
     turn("compacted", "pays")
     assert compactor.reaches == [None, 0.25, 0.25, 0.25, 0.25, 0.625]
+    name = "factrail_compaction_cache_reach"
+    assert metric(client, name + "_count") == 2  # the two measurements
+    assert metric(client, name + "_sum") == 1.25
+    assert metric(client, name + "_bucket", le="0.25") == 1
 
 
 def test_each_compaction_observes_the_tokens_it_invalidated(
