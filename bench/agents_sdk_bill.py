@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bills import compare  # noqa: E402
 from bench.codex_bill import COLUMNS  # noqa: E402
-from tests.integration.agents_sdk import AVAILABLE, MODEL, run_session, start_gateway  # noqa: E402
+from tests.integration.agents_sdk import AVAILABLE, MODEL, run_session  # noqa: E402
+from tests.integration.codex import start_gateway  # noqa: E402
 
 
 def main() -> int:

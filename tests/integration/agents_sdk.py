@@ -4,7 +4,8 @@ scripted session, and price it from the scripted endpoint's usage records
 request declares the `shell` tool).
 
 Shared by `tests/integration/test_agents_sdk_bill.py` and `bench/agents_sdk_bill.py`. The agent
-runs as its own process, pointed at the endpoint's `/v1` or at factrail's.
+runs as its own process, pointed at the endpoint's `/v1` or at factrail's (started as for Codex:
+`tests.integration.codex.start_gateway`).
 """
 
 from __future__ import annotations
@@ -19,14 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from factrail.policy.cost import prices
-from tests.integration.bills import (
-    PROMPT,
-    Session,
-    endpoint_records,
-    gateway_env,
-    script_project,
-)
-from tests.integration.processes import ROOT, Process, free_port, start_factrail
+from tests.integration.bills import PROMPT, Session, finished, script_project
+from tests.integration.processes import ROOT
 
 MODEL = "gpt-5.1"
 """A model the hosted shell tool is offered for (cached input at 0.1 of input, no write price)."""
@@ -64,20 +59,4 @@ def run_session(
         text=True,
         timeout=RUN_TIMEOUT_S,
     )
-    result = {"is_error": done.returncode != 0, "result": done.stdout.strip()}
-    records = endpoint_records(endpoint)
-    return Session(
-        done.returncode, result, records, token, done.stderr[-2000:], prices("openai", model)
-    )
-
-
-def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:
-    """`factrail serve` (a real process) in front of the endpoint under OpenAI's prices: its
-    `/v1` URL and process."""
-    unused_anthropic = f"http://127.0.0.1:{free_port()}"
-    return start_factrail(
-        f"{endpoint}/v1",
-        home,
-        FACTRAIL_ANTHROPIC_UPSTREAM_URL=unused_anthropic,
-        **gateway_env("openai", trigger, **env),
-    )
+    return finished(done, done.stdout.strip(), endpoint, token, prices("openai", model))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,30 @@ class Session:
         read = self.total("cache_read")
         whole = read + self.total("cache_creation") + self.total("input_tokens")
         return read / whole if whole else 0.0
+
+
+def completed(session: Session, steps: int, requests: int | None = None) -> None:
+    """A scripted Responses session finished: the client exited cleanly, every request was
+    valid (each call answered, each output in its shape), one request per tool call and the
+    answer (or `requests`), and the fact planted in the first output reached the answer
+    without a re-read."""
+    assert session.returncode == 0, session.stderr
+    assert session.rejected == [], session.rejected
+    assert len(session.main) == (steps + 1 if requests is None else requests)
+    last = session.main[-1]
+    assert last["fact_kept"] is True
+    assert last["answered_fact"] == session.token
+    assert session.token in session.result["result"]
+
+
+def finished(
+    done: subprocess.CompletedProcess[str], answer: str, endpoint: str, token: str, prices: Prices
+) -> Session:
+    """The session of a client run that printed or wrote `answer`, with the endpoint's records
+    of it, priced at `prices`."""
+    result = {"is_error": done.returncode != 0, "result": answer}
+    records = endpoint_records(endpoint)
+    return Session(done.returncode, result, records, token, done.stderr[-2000:], prices)
 
 
 Runner = Callable[[str, int, Path, Mapping[str, Any] | None], Session]

@@ -17,13 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from factrail.policy.cost import prices
-from tests.integration.bills import (
-    PROMPT,
-    Session,
-    endpoint_records,
-    gateway_env,
-    script_project,
-)
+from tests.integration.bills import PROMPT, Session, finished, gateway_env, script_project
 from tests.integration.processes import ROOT, Process, free_port, start_factrail
 
 CODEX = ROOT / "plugin" / "node_modules" / ".bin" / "codex"
@@ -80,11 +74,7 @@ def run_session(
         timeout=RUN_TIMEOUT_S,
     )
     answer = last.read_text() if last.exists() else ""
-    result = {"is_error": done.returncode != 0, "result": answer}
-    records = endpoint_records(endpoint)
-    return Session(
-        done.returncode, result, records, token, done.stderr[-2000:], prices("openai", model)
-    )
+    return finished(done, answer, endpoint, token, prices("openai", model))
 
 
 def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[str, Process]:

@@ -13,8 +13,9 @@ from functools import partial
 
 import pytest
 
-from tests.integration.agents_sdk import AVAILABLE, run_session, start_gateway
-from tests.integration.bills import Pairs, Session
+from tests.integration.agents_sdk import AVAILABLE, run_session
+from tests.integration.bills import Pairs, completed
+from tests.integration.codex import start_gateway
 from tests.integration.processes import start_fake, stop
 
 pytestmark = [
@@ -40,19 +41,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
             stop(proxy)
     finally:
         stop(fake)
-
-
-def completed(session: Session, steps: int) -> None:
-    """The agent finished, every request was valid (each shell output in its chunks, each call
-    answered), one request per call and the answer, and the fact planted in the first output
-    reached the answer without a re-read."""
-    assert session.returncode == 0, session.stderr
-    assert session.rejected == [], session.rejected
-    assert len(session.main) == steps + 1
-    last = session.main[-1]
-    assert last["fact_kept"] is True
-    assert last["answered_fact"] == session.token
-    assert session.token in session.result["result"]
 
 
 def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from app.pool_watch import POOL_WATCH_S
-from tests.integration.bills import Pairs, Session
+from tests.integration.bills import Pairs, completed
 from tests.integration.codex import CODEX, run_session, start_gateway
 from tests.integration.processes import metric_total, start_fake, stop
 
@@ -44,19 +44,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
             stop(proxy)
     finally:
         stop(fake)
-
-
-def completed(session: Session, steps: int, requests: int | None = None) -> None:
-    """Codex finished, every request was valid, one request per tool call and the answer (or
-    `requests`), and the fact planted in the first output reached the answer without a
-    re-read."""
-    assert session.returncode == 0, session.stderr
-    assert session.rejected == [], session.rejected
-    assert len(session.main) == (steps + 1 if requests is None else requests)
-    last = session.main[-1]
-    assert last["fact_kept"] is True
-    assert last["answered_fact"] == session.token
-    assert session.token in session.result["result"]
 
 
 def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:
