@@ -12,13 +12,22 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from factrail.policy.cost import prices
-from tests.integration.bills import PROMPT, Session, finished, gateway_env, script_project
-from tests.integration.processes import ROOT, Process, free_port, start_factrail
+from tests.integration.bills import (
+    PROMPT,
+    Pairs,
+    Session,
+    finished,
+    gateway_env,
+    script_project,
+)
+from tests.integration.processes import ROOT, Process, free_port, start_factrail, start_fake, stop
 
 CODEX = ROOT / "plugin" / "node_modules" / ".bin" / "codex"
 MODEL = "gpt-5-codex"
@@ -87,3 +96,18 @@ def start_gateway(endpoint: str, home: Path, trigger: int, **env: str) -> tuple[
         FACTRAIL_ANTHROPIC_UPSTREAM_URL=unused_anthropic,
         **gateway_env("openai", trigger, **env),
     )
+
+
+@contextmanager
+def responses_pairs(work: Path, run: Callable[..., Session], trigger: int) -> Iterator[Pairs]:
+    """The scripted Responses endpoint and a `factrail serve` at `trigger` in front of it, for
+    pairs of a client's sessions (`run`: its `run_session`) under `work`."""
+    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
+    try:
+        gateway, proxy = start_gateway(endpoint, work / "factrail", trigger)
+        try:
+            yield Pairs(f"{endpoint}/v1", gateway, "responses", partial(run, endpoint), work)
+        finally:
+            stop(proxy)
+    finally:
+        stop(fake)

@@ -9,14 +9,12 @@ model (cached input 0.1 of uncached). See `bench/agents_sdk_bill.py` for the fig
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 
 import pytest
 
 from tests.integration.agents_sdk import AVAILABLE, run_session
 from tests.integration.bills import Pairs, completed
-from tests.integration.codex import start_gateway
-from tests.integration.processes import start_fake, stop
+from tests.integration.codex import responses_pairs
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,21 +24,12 @@ pytestmark = [
 TRIGGER = 20_000
 SHORT, LONG = 8, 30
 """Shell calls per session: below the trigger, and past it more than twice."""
-ROUTE = "responses"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
-    work = tmp_path_factory.mktemp("agents-sdk")
-    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
-    try:
-        gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
-        try:
-            yield Pairs(f"{endpoint}/v1", gateway, ROUTE, partial(run_session, endpoint), work)
-        finally:
-            stop(proxy)
-    finally:
-        stop(fake)
+    with responses_pairs(tmp_path_factory.mktemp("agents-sdk"), run_session, TRIGGER) as pairs:
+        yield pairs
 
 
 def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:

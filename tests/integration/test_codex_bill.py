@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from functools import partial
 
 import httpx
 import pytest
 
 from app.pool_watch import POOL_WATCH_S
 from tests.integration.bills import Pairs, completed
-from tests.integration.codex import CODEX, run_session, start_gateway
-from tests.integration.processes import metric_total, start_fake, stop
+from tests.integration.codex import CODEX, responses_pairs, run_session
+from tests.integration.processes import metric_total
 
 pytestmark = [
     pytest.mark.integration,
@@ -34,16 +33,8 @@ ROUTE = "responses"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pairs]:
-    work = tmp_path_factory.mktemp("codex")
-    endpoint, fake = start_fake("tests.integration.scripted_responses:app")
-    try:
-        gateway, proxy = start_gateway(endpoint, work / "factrail", TRIGGER)
-        try:
-            yield Pairs(f"{endpoint}/v1", gateway, ROUTE, partial(run_session, endpoint), work)
-        finally:
-            stop(proxy)
-    finally:
-        stop(fake)
+    with responses_pairs(tmp_path_factory.mktemp("codex"), run_session, TRIGGER) as pairs:
+        yield pairs
 
 
 def test_a_session_below_the_trigger_costs_the_same(stack: Pairs) -> None:
