@@ -98,7 +98,7 @@ def _command(input: Mapping[str, Any]) -> str:
 
 _CODE_CALL = re.compile(r"\btools\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[)")
 _CODE_COMMAND = re.compile(
-    r"\btools\s*\.\s*exec_command\s*\(\s*(?:\{[^{}]*?\bcmd\s*:\s*)?"
+    r"\btools\s*\.\s*exec_command\s*\(\s*(?:\{[^{}]*?\bcmd[\"']?\s*:\s*)?"
     r"(\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|`[^`\\$]*`)"
 )
 _CODE_STATE = re.compile(r"\b(?:store|load|notify|setTimeout|yield_control)\s*\(")

@@ -51,10 +51,10 @@ def session_key(
     (`previous_response_id`, when `chain` knows it); the client's own session id (`client_id`)
     together with the stable head, so that the subagents of one client session (other system
     prompt and task) stay apart; a `previous_response_id` not known (a chain from here on); the
-    stable head alone (system texts, first user message, model family) with the first answer
-    once there is one (its text and call ids: runs of one prompt part there, so two runs at
-    once never share a plan; the first request of each, which has no answer yet, is keyed by
-    the head).
+    stable head (system texts, first user message, model family) with the first answer once
+    there is one (its text and call ids: runs of one prompt part there, so two runs at once
+    never share a plan; the first request of each, which has no answer yet, is keyed by the
+    head alone).
     """
     explicit = _text(headers.get(SESSION_HEADER))
     if explicit:

@@ -82,6 +82,8 @@ def test_code_mode_reads_are_read_by_the_commands_they_run() -> None:
         "text(a.output + b.output);"
     )
     assert code_commands(code(two)) == ["git log -3", "rg -n handler src"]
+    quoted = 'const r = await tools.exec_command({"workdir": "/w", "cmd": "cat \\"a b.py\\""});'
+    assert code_commands(code(quoted)) == ['cat "a b.py"']
     assert reproducible("exec", code(two))
     assert read_paths("exec", code(one)) == ["src/a.py"]
 
