@@ -297,8 +297,13 @@ def _floor_turn(
     return price.billed(older_texts, full - previous_full)
 
 
+ABOVE_TOLERANCE = 1e-9
+"""A session bills above sending everything only by more than rounding."""
+
+
 def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
-    """Per strategy and length: summed counts, rates, max peak fill, cache share, billed ratio."""
+    """Per strategy and length: summed counts, rates, max peak fill, cache share, billed ratio,
+    and `above`: the sessions that billed more than sending them everything would."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         key = f"{r.length:g}"
@@ -316,6 +321,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
                 "_floor": 0.0,
                 "_peaks": [],
                 "sessions": 0,
+                "above": 0,
             },
         )
         t["_peaks"].append(r.peak_fill)
@@ -329,6 +335,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
         t["_everything"] += r.billed_everything
         t["_floor"] += r.floor
         t["sessions"] += 1
+        t["above"] += r.billed > r.billed_everything * (1 + ABOVE_TOLERANCE)
     for by_length in out.values():
         for t in by_length.values():
             peaks = sorted(t.pop("_peaks"))

@@ -167,3 +167,25 @@ def test_a_model_with_cheaper_cache_reads_is_billed_and_gated_at_its_own_prices(
     base, opus = rows(""), rows("claude-opus-5-5")
     assert opus["none"].billed < base["none"].billed  # the same requests, reads at half
     assert opus["rails"].compactions < base["rails"].compactions
+
+
+def test_sessions_billed_above_sending_everything_are_counted() -> None:
+    """Each length reports how many sessions a strategy billed more than sending everything
+    would have (the per-session bar of "never costs more than direct"); everything itself is
+    never above itself."""
+    rows = []
+    for name, messages in corpus(0, 3):
+        rows.extend(
+            asyncio.run(
+                simulate(
+                    name, messages, OPTIONS, lengths=(1.2,), strategies=("rails", "mask", "none")
+                )
+            )
+        )
+    by = totals(rows)
+    for strategy in ("rails", "mask", "none"):
+        t = by[strategy]["1.2"]
+        above = [r for r in rows if r.strategy == strategy and r.billed > r.billed_everything]
+        assert t["above"] == len(above) and t["sessions"] == 3
+    assert by["none"]["1.2"]["above"] == 0
+    assert by["mask"]["1.2"]["above"] == 3  # re-writing every turn: every session costs more
