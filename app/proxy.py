@@ -59,10 +59,10 @@ MODEL_PEEK_BYTES = 4096
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 OUTCOME_HEADER = "x-factrail"
 COMPACTIONS_HEADER = "x-factrail-compactions"
+"""How many times this session has been compacted so far (on every parsed request)."""
 MEASURED = frozenset({"pays", "forced"})
 """Compactions whose cache read says how far the provider's cache reaches (a compaction on a
 cold cache reads nothing whatever the cache could)."""
-"""How many times this session has been compacted so far (on every parsed request)."""
 
 
 class RequestRejected(Exception):

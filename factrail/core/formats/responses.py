@@ -76,11 +76,6 @@ def shell_output(original: Any, text: str) -> Any:
     return out if placed else original  # no chunk, no text: nothing was reduced
 
 
-def _plain_output(original: Any, text: str) -> str:
-    """A string `output` (local shell, apply_patch) takes the new text as it is."""
-    return text
-
-
 def _shell_failed(output: Any) -> bool:
     """Whether a command of a `shell_call_output` timed out or exited non-zero."""
     for c in _chunks(output):
@@ -100,10 +95,9 @@ def _add_output(b: Builder, w: int, item: dict[str, Any], kind: str) -> None:
     elif kind == "shell_call_output":
         b.add_result(_call_id(item), path, output, is_error=_shell_failed(output),
                      text=shell_text(output), encode=shell_output)  # fmt: skip
-    else:
+    else:  # a string `output` (local shell, apply_patch), written back as it is
         failed = item.get("status") in ("failed", "incomplete")
-        b.add_result(_call_id(item), path, output, is_error=failed, text=_str(output),
-                     encode=_plain_output)  # fmt: skip
+        b.add_result(_call_id(item), path, output, is_error=failed)
 
 
 def parse(input: str | list[Any]) -> WireDocument:
@@ -132,13 +126,12 @@ def parse(input: str | list[Any]) -> WireDocument:
             if last != "assistant":
                 b.push("assistant")
                 last = "assistant"
+            name = _str(item.get("name")) or "unknown_tool"
             if kind == "function_call":
                 args = item.get("arguments")
-                name = _str(item.get("name")) or "unknown_tool"
                 b.add_use(_call_id(item), name, as_map(args), (w, "arguments"), args)
             elif kind == "custom_tool_call":
                 raw = item.get("input")
-                name = _str(item.get("name")) or "unknown_tool"
                 b.add_use(
                     _call_id(item), name, {"input": _str(raw)}, (w, "input"), raw, wrapped="input"
                 )
