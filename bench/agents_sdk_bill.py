@@ -24,10 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bills import compare  # noqa: E402
-from bench.codex_bill import COLUMNS  # noqa: E402
+from bench.bills import compare_responses  # noqa: E402
 from tests.integration.agents_sdk import AVAILABLE, MODEL, run_session  # noqa: E402
-from tests.integration.codex import start_gateway  # noqa: E402
 
 
 def main() -> int:
@@ -39,17 +37,8 @@ def main() -> int:
     if not AVAILABLE:
         print("the Agents SDK is missing: run `make .venv/.installed-dev`", file=sys.stderr)
         return 2
-    compare(
-        "tests.integration.scripted_responses:app",
-        run_session,
-        start_gateway,
-        "responses",
-        COLUMNS,
-        [int(s) for s in args.steps.split(",")],
-        [int(t) for t in args.triggers.split(",")],
-        direct=lambda endpoint: f"{endpoint}/v1",
-        script={"model": args.model},
-        prefix="factrail-agents-bench-",
+    compare_responses(
+        run_session, args.steps, args.triggers, {"model": args.model}, "factrail-agents-bench-"
     )
     return 0
 

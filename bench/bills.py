@@ -79,3 +79,34 @@ def _line(
     )
     if s.returncode != 0:
         print(f"  the client exited {s.returncode}: {s.stderr[-600:]}")
+
+
+RESPONSES_COLUMNS: Columns = (
+    ("uncached", 9, lambda s: f"{s.total('input_tokens'):,}"),
+    ("written", 9, lambda s: f"{s.total('cache_creation'):,}"),
+    ("cached", 9, lambda s: f"{s.total('cache_read'):,}"),
+    ("cached %", 8, lambda s: f"{s.cache_read_share:.1%}"),
+)
+"""What the Responses clients' benches print of each session: OpenAI's usage kinds."""
+
+
+def compare_responses(
+    run: Run, steps: str, triggers: str, script: Mapping[str, Any], prefix: str
+) -> None:
+    """`compare` for a client of the scripted Responses endpoint (`run`: its `run_session`),
+    direct at the endpoint's `/v1` and through a gateway per trigger under OpenAI's prices
+    (`steps`, `triggers`: comma lists)."""
+    from tests.integration.codex import start_gateway
+
+    compare(
+        "tests.integration.scripted_responses:app",
+        run,
+        start_gateway,
+        "responses",
+        RESPONSES_COLUMNS,
+        [int(n) for n in steps.split(",")],
+        [int(t) for t in triggers.split(",")],
+        direct=lambda endpoint: f"{endpoint}/v1",
+        script=script,
+        prefix=prefix,
+    )

@@ -29,15 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bills import compare  # noqa: E402
-from tests.integration.codex import CODEX, MODEL, run_session, start_gateway  # noqa: E402
-
-COLUMNS = (
-    ("uncached", 9, lambda s: f"{s.total('input_tokens'):,}"),
-    ("written", 9, lambda s: f"{s.total('cache_creation'):,}"),
-    ("cached", 9, lambda s: f"{s.total('cache_read'):,}"),
-    ("cached %", 8, lambda s: f"{s.cache_read_share:.1%}"),
-)
+from bench.bills import compare_responses  # noqa: E402
+from tests.integration.codex import CODEX, MODEL, run_session  # noqa: E402
 
 
 def main() -> int:
@@ -51,18 +44,8 @@ def main() -> int:
     if not CODEX.exists():
         print(f"{CODEX} is missing: run `make node-deps`", file=sys.stderr)
         return 2
-    compare(
-        "tests.integration.scripted_responses:app",
-        run_session,
-        start_gateway,
-        "responses",
-        COLUMNS,
-        [int(s) for s in args.steps.split(",")],
-        [int(t) for t in args.triggers.split(",")],
-        direct=lambda endpoint: f"{endpoint}/v1",
-        script={"reasoning": args.reasoning, "parallel": args.parallel, "model": args.model},
-        prefix="factrail-codex-bench-",
-    )
+    script = {"reasoning": args.reasoning, "parallel": args.parallel, "model": args.model}
+    compare_responses(run_session, args.steps, args.triggers, script, "factrail-codex-bench-")
     return 0
 
 

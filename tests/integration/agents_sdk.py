@@ -13,14 +13,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
-import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from factrail.policy.cost import prices
-from tests.integration.bills import PROMPT, Session, finished, script_project
+from tests.integration.bills import PROMPT, Session, finished, run_client, script_project
 from tests.integration.processes import ROOT
 
 MODEL = "gpt-5.1"
@@ -50,13 +49,5 @@ def run_session(
     }
     argv = [sys.executable, "-m", "tests.integration.agents_sdk_client", base_url, model,
             str(steps + 5), PROMPT]  # fmt: skip
-    done = subprocess.run(
-        argv,
-        cwd=project,
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
+    done = run_client(argv, project, environ, RUN_TIMEOUT_S)
     return finished(done, done.stdout.strip(), endpoint, token, prices("openai", model))

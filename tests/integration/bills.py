@@ -126,6 +126,21 @@ def completed(session: Session, steps: int, requests: int | None = None) -> None
     assert session.token in session.result["result"]
 
 
+def run_client(
+    argv: list[str], cwd: Path, env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a client to its end in `cwd`, with no input and its output captured as text."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
 def finished(
     done: subprocess.CompletedProcess[str], answer: str, endpoint: str, token: str, prices: Prices
 ) -> Session:

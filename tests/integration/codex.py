@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
@@ -25,6 +24,7 @@ from tests.integration.bills import (
     Session,
     finished,
     gateway_env,
+    run_client,
     script_project,
 )
 from tests.integration.processes import ROOT, Process, free_port, start_factrail, start_fake, stop
@@ -73,15 +73,7 @@ def run_session(
     last = work / "last-message.txt"
     argv = [str(CODEX), "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
             "--output-last-message", str(last), PROMPT]  # fmt: skip
-    done = subprocess.run(
-        argv,
-        cwd=project,
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-    )
+    done = run_client(argv, project, environ, RUN_TIMEOUT_S)
     answer = last.read_text() if last.exists() else ""
     return finished(done, answer, endpoint, token, prices("openai", model))
 
