@@ -28,8 +28,12 @@ def listing(i: int) -> str:
     return "\n".join(f"src/mod{i}/file{j}.py: def handler_{i}_{j}(): return {j}" for j in range(60))
 
 
+METADATA = {"exit_code": 0, "duration_seconds": 0.1}
+
+
 def turn(i: int) -> list[dict[str, Any]]:
-    """One tool round: shell on even steps, local shell on odd ones, a patch every third."""
+    """One tool round: shell on even steps, local shell on odd ones (its output plain text, or
+    every other time a JSON object string as codex sends it), a patch every third."""
     out: list[dict[str, Any]] = []
     if i % 2 == 0:
         out.append({"type": "shell_call", "call_id": f"s{i}", "status": "completed",
@@ -41,7 +45,10 @@ def turn(i: int) -> list[dict[str, Any]]:
         out.append({"type": "local_shell_call", "id": f"lsh{i}", "call_id": f"l{i}",
                     "status": "completed", "action": {"type": "exec", "env": {},
                     "command": ["bash", "-lc", f"cat src/mod{i}/all.py"]}})  # fmt: skip
-        out.append({"type": "local_shell_call_output", "id": f"l{i}", "output": listing(i)})
+        output = (
+            json.dumps({"output": listing(i), "metadata": METADATA}) if i % 4 == 3 else listing(i)
+        )
+        out.append({"type": "local_shell_call_output", "id": f"l{i}", "output": output})
     if i % 3 == 0:
         out.append({"type": "apply_patch_call", "call_id": f"p{i}", "status": "completed",
                     "operation": {"type": "update_file", "path": f"src/mod{i}/a.py",
@@ -86,6 +93,10 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
         reduced = [(k, f) for k, (f, i) in enumerate(zip(forwarded, items, strict=True)) if f != i]
         kinds = {f["type"] for _, f in reduced}
         assert {"shell_call_output", "local_shell_call_output"} <= kinds
+        local = {
+            items[k]["output"][0] for k, f in reduced if f["type"] == "local_shell_call_output"
+        }
+        assert local == {"{", "s"}  # JSON object strings and plain text were both reduced
         for k, f in reduced:
             original = items[k]
             assert {key: v for key, v in f.items() if key != "output"} == {
@@ -95,6 +106,11 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
                 chunks = [Output.model_validate(c) for c in f["output"]]
                 assert [c.outcome.type for c in chunks] == ["exit"]
                 text = chunks[0].stdout
+            elif original["output"].startswith("{"):  # still a JSON object, metadata kept
+                wrapped = json.loads(f["output"])
+                assert list(wrapped) == ["output", "metadata"]
+                assert wrapped["metadata"] == METADATA
+                text = wrapped["output"]
             else:
                 text = f["output"]
             assert isinstance(text, str) and len(text) < len(listing(0))

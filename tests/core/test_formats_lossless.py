@@ -88,6 +88,20 @@ outcomes = st.one_of(
     st.just({"type": "timeout"}),
 )
 chunk = st.builds(lambda o, e, c: {"stdout": o, "stderr": e, "outcome": c}, texts, texts, outcomes)
+local_shell_json = st.builds(
+    lambda streams, extra: json.dumps({**streams, **extra}, ensure_ascii=False),
+    st.dictionaries(st.sampled_from(responses.LOCAL_SHELL_TEXT_KEYS), texts, max_size=2),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "metadata": st.fixed_dictionaries(
+                {"exit_code": st.integers(0, 3), "duration_seconds": st.just(0.5)}
+            ),
+            "exit_code": st.integers(0, 3),
+        },
+    ),
+)
+"""A local shell output as a JSON object string (codex: `output` and `metadata`)."""
 
 
 @st.composite
@@ -107,7 +121,8 @@ def hosted_round(draw: Draw) -> list[dict[str, Any]]:
             action = {"type": "exec", "command": draw(st.lists(texts, max_size=3)), "env": {}}
             calls.append({"type": "local_shell_call", "id": draw(texts), "call_id": cid,
                           "action": action})  # fmt: skip
-            outputs.append({"type": "local_shell_call_output", "id": cid, "output": draw(texts)})
+            output = draw(st.one_of(texts, local_shell_json))
+            outputs.append({"type": "local_shell_call_output", "id": cid, "output": output})
         else:
             operation = {"type": "update_file", "path": draw(texts), "diff": draw(texts)}
             calls.append({"type": "apply_patch_call", "call_id": cid, "operation": operation})
@@ -324,6 +339,23 @@ def check_spelling_kept(old: Any, new: Any) -> None:
         assert isinstance(new, str)
 
 
+def check_json_kept(old: Any, new: Any) -> None:
+    """A local shell output that held a JSON object with text fields still does, with the same
+    keys in the same order and every key but the text fields unchanged."""
+    try:
+        before = json.loads(old)
+    except ValueError:
+        return
+    keys = responses.LOCAL_SHELL_TEXT_KEYS
+    if not isinstance(before, dict) or not any(isinstance(before.get(k), str) for k in keys):
+        return
+    after = json.loads(new)
+    assert isinstance(after, dict) and list(after) == list(before)
+    assert {k: v for k, v in after.items() if k not in keys} == {
+        k: v for k, v in before.items() if k not in keys
+    }
+
+
 def check_lossless(doc: WireDocument, wire: Any) -> None:
     before = json.dumps(wire, ensure_ascii=False)
     out = doc.emit(doc.messages)
@@ -352,6 +384,8 @@ def check_one_result_change(
     within = location[:-1] if added else location
     assert changed and all(p[: len(within)] == within for p in changed)
     check_spelling_kept(at(wire, location), at(out, location))
+    if isinstance(parent, dict) and parent.get("type") == "local_shell_call_output":
+        check_json_kept(at(wire, location), at(out, location))
     again = parse(out)
     assert [[r.text for r in m.tool_results] for m in again.messages] == [
         [r.text for r in m.tool_results] for m in new

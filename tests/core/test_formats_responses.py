@@ -237,3 +237,65 @@ def test_an_apply_patch_output_without_text_gets_one_when_changed() -> None:
     new = [m.copy() for m in doc.messages]
     new[0].tool_results[0].text = "note"
     assert doc.emit(new)[0] == {**wire[0], "output": "note"}
+
+
+def _local(output: Any) -> list[dict[str, Any]]:
+    return [{"type": "local_shell_call_output", "id": "l", "output": output}]
+
+
+def _codex(text: str, code: int = 0) -> str:
+    """A local shell output as codex sends it: a JSON object string with its metadata."""
+    return json.dumps({"output": text, "metadata": {"exit_code": code, "duration_seconds": 0.5}})
+
+
+@pytest.mark.parametrize(
+    ("output", "text", "is_error"),
+    [
+        (_codex("a\nb"), "a\nb", False),
+        (_codex("boom", 2), "boom", True),  # the exit code in `metadata`
+        (json.dumps({"stdout": "out", "stderr": "err", "exit_code": 1}), "out\nerr", True),
+        (json.dumps({"stdout": "", "stderr": "err"}), "err", False),
+        ('{"result": "x"}', '{"result": "x"}', False),  # no text field: read as plain text
+        ('["a"]', '["a"]', False),
+        ("plain text {", "plain text {", False),
+    ],
+)
+def test_a_local_shell_json_output_is_read_from_its_text_fields(
+    output: str, text: str, is_error: bool
+) -> None:
+    result = responses.parse(_local(output)).messages[0].tool_results[0]
+    assert (result.text, result.is_error) == (text, is_error)
+
+
+def test_a_local_shell_json_output_is_written_back_as_json_with_its_keys() -> None:
+    wire = _local(_codex("line\n" * 50, 1)) + _local(
+        json.dumps({"stdout": "o", "stderr": "e", "exit_code": 0, "extra": [1, None]})
+    )
+    before = json.dumps(wire)
+    doc = responses.parse(wire)
+    assert doc.emit(doc.messages) == wire
+    new = [m.copy() for m in doc.messages]
+    new[0].tool_results[0].text = "line\n…[48 lines]"
+    new[0].tool_results[1].text = "o…"
+    out = doc.emit(new)
+    assert json.dumps(wire) == before
+    compact = '{"output":"line\\n…[48 lines]","metadata":{"exit_code":1,"duration_seconds":0.5}}'
+    assert out[0] == {**wire[0], "output": compact}
+    # The text goes in the first text field, the other one is emptied, as for shell chunks.
+    assert json.loads(out[1]["output"]) == {
+        "stdout": "o…",
+        "stderr": "",
+        "exit_code": 0,
+        "extra": [1, None],
+    }
+    again = responses.parse(out).messages[0].tool_results
+    assert [(r.text, r.is_error) for r in again] == [("line\n…[48 lines]", True), ("o…", False)]
+
+
+def test_a_plain_text_local_shell_output_is_written_back_as_plain_text() -> None:
+    wire = _local('{"result": "x"}') + _local("plain")
+    doc = responses.parse(wire)
+    new = [m.copy() for m in doc.messages]
+    new[0].tool_results[0].text = "short"
+    new[0].tool_results[1].text = "p"
+    assert [item["output"] for item in doc.emit(new)] == ["short", "p"]

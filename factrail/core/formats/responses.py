@@ -13,6 +13,13 @@
   `shell_call_output`: one `stdout` / `stderr` chunk per command) are results: a run of them is
   one engine user message. A reduced shell output keeps its chunks and their outcomes, with the
   text in the first chunk's `stdout`;
+- a `local_shell_call_output`'s `output` is documented as a JSON string, e.g.
+  `{"output": "…", "metadata": {"exit_code": 0, "duration_seconds": 0.1}}`. When it holds an
+  object with string text fields (`output`, `stdout`, `stderr`), the engine reads their non-empty
+  values in that order, joined by a newline, and a non-zero `exit_code` (top level or in
+  `metadata`) marks it failed; as for shell chunks, a reduced text goes in the first text field,
+  the others are emptied and every other key is kept, re-serialised as compact JSON. Any other
+  `output` (plain text) is read and written back as it is;
 - anything else (`reasoning` with `encrypted_content`, `compaction`, `item_reference`, the
   server-run `mcp_call` / `web_search_call` / …, unknown items) is opaque: it passes through
   untouched and is never compacted.
@@ -20,10 +27,19 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from factrail.core.formats.base import TEXT_SEP, Builder, FormatError, WireDocument, join_text
+from factrail.core.formats.base import (
+    TEXT_SEP,
+    Builder,
+    FormatError,
+    WireDocument,
+    join_text,
+    replace_text,
+)
 from factrail.core.model import as_map
+from factrail.core.text import compact_json
 
 FORMAT = "responses"
 HOSTED_CALLS = {
@@ -40,6 +56,8 @@ OUTPUTS = CONTENT_OUTPUTS | {
     "shell_call_output",
     "apply_patch_call_output",
 }
+LOCAL_SHELL_TEXT_KEYS = ("output", "stdout", "stderr")
+"""The string fields of a JSON-object `local_shell_call_output` that hold its text, in order."""
 
 
 def _str(value: Any) -> str:
@@ -76,27 +94,70 @@ def shell_output(original: Any, text: str) -> Any:
     return out if placed else original  # no chunk, no text: nothing was reduced
 
 
+def _exited_non_zero(outcome: Any) -> bool:
+    """Whether an object (a shell chunk's `outcome`, a local shell's JSON output or its
+    `metadata`) reports a non-zero `exit_code`."""
+    return isinstance(outcome, dict) and outcome.get("exit_code") not in (None, 0)
+
+
 def _shell_failed(output: Any) -> bool:
     """Whether a command of a `shell_call_output` timed out or exited non-zero."""
     for c in _chunks(output):
         outcome = c.get("outcome")
         if isinstance(outcome, dict) and (
-            outcome.get("type") == "timeout" or outcome.get("exit_code") not in (None, 0)
+            outcome.get("type") == "timeout" or _exited_non_zero(outcome)
         ):
             return True
     return False
 
 
+def _json_object(value: Any) -> dict[str, Any]:
+    """The JSON object a string holds (empty when it holds none)."""
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        if isinstance(parsed, dict):
+            return parsed
+    return {}
+
+
+def _text_keys(obj: dict[str, Any]) -> list[str]:
+    return [k for k in LOCAL_SHELL_TEXT_KEYS if isinstance(obj.get(k), str)]
+
+
+def _local_shell_text(output: Any, obj: dict[str, Any]) -> str:
+    """The engine text of a `local_shell_call_output` whose `output` holds the JSON `obj`."""
+    if keys := _text_keys(obj):
+        return TEXT_SEP.join(obj[k] for k in keys if obj[k])
+    return join_text(output)
+
+
+def local_shell_output(original: Any, text: str) -> Any:
+    """A `local_shell_call_output`'s `output` with `text` written back: into its JSON object's
+    first text field (the others emptied, every other key kept) as compact JSON, else as is."""
+    obj = _json_object(original)
+    if keys := _text_keys(obj):
+        return compact_json({**obj, **dict.fromkeys(keys[1:], ""), keys[0]: text})
+    return replace_text(original, text)
+
+
 def _add_output(b: Builder, w: int, item: dict[str, Any], kind: str) -> None:
     output = item.get("output")
     path = (w, "output")
+    failed = item.get("status") in ("failed", "incomplete")
     if kind in CONTENT_OUTPUTS:
         b.add_result(_call_id(item), path, output, part_type="input_text")
     elif kind == "shell_call_output":
         b.add_result(_call_id(item), path, output, is_error=_shell_failed(output),
                      text=shell_text(output), encode=shell_output)  # fmt: skip
-    else:  # a string `output` (local shell, apply_patch), written back as it is
-        failed = item.get("status") in ("failed", "incomplete")
+    elif kind == "local_shell_call_output":
+        obj = _json_object(output)
+        failed = failed or _exited_non_zero(obj) or _exited_non_zero(obj.get("metadata"))
+        b.add_result(_call_id(item), path, output, is_error=failed,
+                     text=_local_shell_text(output, obj), encode=local_shell_output)  # fmt: skip
+    else:  # an apply_patch `output` string, written back as it is
         b.add_result(_call_id(item), path, output, is_error=failed)
 
 
