@@ -49,7 +49,7 @@ from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, 
 from factrail.policy.provenance import evidence
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
-from factrail.session.keys import alias_keys
+from factrail.session.keys import alias_keys, previous_id
 from factrail.settings import Settings
 
 log = logging.getLogger("factrail.proxy")
@@ -113,6 +113,9 @@ class Prepared:
     """Tokens the compaction step kept out of the body, over the tokens forwarded (estimates)."""
     decoded: bool = False
     """The body is the rewritten, decoded form of one sent under a content coding."""
+    chained: bool = False
+    """A later request may continue the answer's id on the provider's side (every Responses
+    request; an Anthropic one that keeps a thread): the id is remembered for its session."""
 
 
 class Links(Protocol):
@@ -263,6 +266,7 @@ class Gateway:
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
             system = _system_text(data, route)
             doc = _with_system(parse(items), system)
+            chained = route is RESPONSES or isinstance(data.get("thread"), dict)
             await self._recall_chain(data)
             session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
             phase = "compact"
@@ -293,14 +297,16 @@ class Gateway:
                 marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
             document = document if marked is None else marked
             if document is None:
-                return Prepared(body, result.outcome, session, result)
+                return Prepared(body, result.outcome, session, result, chained=chained)
             sent = result.estimated_sent
             original = compactor.transcript_tokens(doc.messages) + extra
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
             phase = "serialise"
             data[route.field] = document
             sent_body = orjson.dumps(data)
-            return Prepared(sent_body, result.outcome, session, result, removed, verdict.decoded)
+            return Prepared(
+                sent_body, result.outcome, session, result, removed, verdict.decoded, chained
+            )
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
             self.metrics.failures.labels(phase).inc()
@@ -360,10 +366,11 @@ class Gateway:
         return answer
 
     async def _recall_chain(self, data: dict[str, Any]) -> None:
-        """Learn from the shared store which session a `previous_response_id` continues, when
-        this process does not know (another worker or replica answered it)."""
-        previous = data.get("previous_response_id")
-        if self.links is None or not isinstance(previous, str) or not previous:
+        """Learn from the shared store which session a request continuing a provider-kept
+        history (`previous_id`) belongs to, when this process does not know (another worker or
+        replica answered it)."""
+        previous = previous_id(data)
+        if self.links is None or not previous:
             return
         if self.sessions.answered_by(previous) is None:
             session = await asyncio.to_thread(self.links.linked, previous)
@@ -371,22 +378,23 @@ class Gateway:
                 self.sessions.remember(previous, session)
 
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
-        """Count the usage the upstream reported; for a session, remember which session a
-        Responses id answered, watch its cache reads and calibrate its token estimate."""
+        """Count the usage the upstream reported; for a session, remember which session an id
+        a later request may continue answered, watch its cache reads and calibrate its token
+        estimate."""
         usage = reader.usage
         if usage is not None:
             self.metrics.record_usage(usage, round(usage.prompt * prepared.removed_share))
         session = prepared.session
         if session is None:
             return
-        if reader.response_id is not None:
+        if reader.response_id is not None and prepared.chained:
             self.sessions.remember(reader.response_id, session)
             if self.links is not None:  # for the other workers and replicas, off the loop
                 loop = asyncio.get_running_loop()
                 loop.run_in_executor(None, self.links.link, reader.response_id, session)
-        if usage is None:
+        if usage is None or usage.compacted:  # the provider's compaction: no figure is ours
             return
-        if self.sessions.cache_broke(session, usage.cached, prepared.outcome == "compacted"):
+        if self.sessions.cache_broke(session, usage.read, prepared.outcome == "compacted"):
             self.metrics.cache_breaks.inc()
         result = prepared.result
         if (
@@ -396,7 +404,7 @@ class Gateway:
             and usage.reports_cache
         ):
             unchanged = result.tokens_after - result.invalidated_tokens
-            reach = self.sessions.measure_reach(session, usage.cached, unchanged)
+            reach = self.sessions.measure_reach(session, usage.read, unchanged)
             if reach is not None:
                 self.metrics.cache_reach.observe(reach)
         if self.engine is None or result is None or result.estimated_sent <= 0:

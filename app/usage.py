@@ -6,6 +6,11 @@ them; Responses `usage.input_tokens` with `input_tokens_details.cached_tokens` (
 `cache_write_tokens` (billed at 1.25× input), the rest of the prompt being uncached; Anthropic
 `usage.input_tokens` (uncached only), `cache_read_input_tokens` and
 `cache_creation_input_tokens` (also in a stream's `message_start` and `message_delta`).
+
+An Anthropic response that ran several sampling iterations (a server tool loop, the
+provider's own compaction) lists them in `usage.iterations`: its top-level figures add up the
+`message` iterations, so the prompt factrail sent is the first of those, and a `compaction`
+iteration is billed on top of the top-level figures.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ DETAILS_KEYS = ("prompt_tokens_details", "input_tokens_details")
 """Where OpenAI chat and Responses report `cached_tokens` and `cache_write_tokens`, parts of the
 prompt."""
 DETAIL_COUNTS = ("cached_tokens", "cache_write_tokens")
+Split = tuple[int, int, int]
+"""Input tokens as (uncached, cache read, cache write)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +46,22 @@ class Usage:
     reports_cache: bool = True
     """Whether the provider said what it read from its cache (an upstream that never does
     reports every prompt uncached, which says nothing about its cache)."""
+    sent: Split | None = None
+    """The prompt as factrail sent it, when the provider reports several iterations (the
+    first `message` one); None: the figures above are that prompt's."""
+    compacted: bool = False
+    """The provider compacted the prompt before it first sampled: no figure is the prompt as
+    sent."""
 
     @property
     def prompt(self) -> int:
-        """The whole prompt (what calibrates the session's token estimate)."""
-        return self.uncached + self.cached + self.cache_write
+        """The prompt as sent (what calibrates the session's token estimate)."""
+        return sum(self.sent) if self.sent else self.uncached + self.cached + self.cache_write
+
+    @property
+    def read(self) -> int:
+        """Of the prompt as sent, the tokens read from the provider's cache."""
+        return self.sent[1] if self.sent else self.cached
 
 
 class UsageReader:
@@ -55,6 +73,9 @@ class UsageReader:
         self.provider = provider
         self.response_id: str | None = None
         self._counts: dict[str, int] = {}
+        self._sent: Split | None = None
+        self._compaction: Split = (0, 0, 0)
+        self._compacted = False
         self._pending = b""
 
     @property
@@ -64,11 +85,14 @@ class UsageReader:
         if self.provider == "anthropic":
             if not any(k in counts for k in ANTHROPIC_KEYS):
                 return None
+            extra = self._compaction
             return Usage(
-                counts.get("input_tokens", 0),
-                counts.get("cache_read_input_tokens", 0),
-                counts.get("cache_creation_input_tokens", 0),
+                counts.get("input_tokens", 0) + extra[0],
+                counts.get("cache_read_input_tokens", 0) + extra[1],
+                counts.get("cache_creation_input_tokens", 0) + extra[2],
                 "cache_read_input_tokens" in counts,
+                self._sent,
+                self._compacted,
             )
         prompt = next((counts[k] for k in OPENAI_KEYS if k in counts), None)
         if prompt is None:
@@ -106,12 +130,15 @@ class UsageReader:
 
     def _read(self, payload: dict[str, Any]) -> None:
         """Take the usage of a body or event: at its top (chat, Anthropic bodies and
-        `message_delta`), under `response` (Responses events) or `message` (`message_start`)."""
+        `message_delta`), under `response` (Responses events) or `message` (`message_start`);
+        and the response's id (a Responses response, an Anthropic message)."""
         holder = payload
         for key in ("response", "message"):
             if not isinstance(holder.get("usage"), dict) and isinstance(payload.get(key), dict):
                 holder = payload[key]
-        if holder.get("object") == "response" and isinstance(holder.get("id"), str):
+        kind = "object" if self.provider == "openai" else "type"
+        expected = "response" if self.provider == "openai" else "message"
+        if holder.get(kind) == expected and isinstance(holder.get("id"), str):
             self.response_id = holder["id"]
         usage = holder.get("usage")
         if not isinstance(usage, dict):
@@ -122,5 +149,41 @@ class UsageReader:
             if isinstance(details, dict):
                 found.update((k, details[k]) for k in DETAIL_COUNTS if k in details)
         for key, value in found.items():
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            if _count(value):
                 self._counts[key] = max(self._counts.get(key, 0), value)
+        iterations = usage.get("iterations")
+        if self.provider == "anthropic" and isinstance(iterations, list):
+            self._read_iterations(iterations)
+
+    def _read_iterations(self, iterations: list[Any]) -> None:
+        """The first `message` iteration (the prompt as sent, unless a compaction came
+        first) and the sum of the `compaction` ones (the latest list seen: a stream repeats it
+        whole)."""
+        sent: Split | None = None
+        compacted = False
+        compaction = [0, 0, 0]
+        for entry in iterations:
+            if not isinstance(entry, dict):
+                continue
+            if not _count(entry.get("input_tokens")):
+                continue
+            values = [_tokens(entry.get(k)) for k in ANTHROPIC_KEYS]
+            if entry.get("type") == "message" and sent is None:
+                sent = (values[0], values[1], values[2])
+            elif entry.get("type") == "compaction":
+                compacted = compacted or sent is None
+                compaction = [a + b for a, b in zip(compaction, values, strict=True)]
+        if sent is not None:
+            self._sent = sent
+        self._compacted = compacted
+        self._compaction = (compaction[0], compaction[1], compaction[2])
+
+
+def _tokens(value: Any) -> int:
+    """`value` as a token count (0 when it is none)."""
+    return value if _count(value) else 0
+
+
+def _count(value: Any) -> bool:
+    """Whether `value` is a token count (a non-negative int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -6,8 +6,9 @@ Property: for any spelling a generator can make of a fenced tool, MCP server or 
 `mcp_call.server_label`, `Skill` with `skill`/`name`/`command`, slash forms, `\\u` escapes in
 the raw body), sent as OpenAI chat, Anthropic Messages or Responses, and any lifecycle
 (one request; a restart then the client's own compaction; a new session header; a wiped
-store; a failing store; a client that names no session trimming its oldest turns), a judge not
-declared local receives 0 requests. The control: the same
+store; a failing store; a client that names no session trimming its oldest turns, or going on
+from the provider's compaction, or from history the provider keeps), a judge not declared local
+receives 0 requests. The control: the same
 scenario with the judge declared local reaches it, so the zero is the fence's doing.
 """
 
@@ -39,7 +40,13 @@ OPENAI = "http://upstream.invalid/v1"
 ANTHROPIC = "http://anthropic.invalid"
 TRIGGER = 1500
 FORMATS = ("chat", "anthropic", "responses")
-LIFECYCLES = ("once", "restart", "new-header", "wiped", "failing", "trimmed")
+LIFECYCLES = (
+    "once", "restart", "new-header", "wiped", "failing", "trimmed", "provider-compacted", "kept"
+)  # fmt: skip
+ANONYMOUS = ("trimmed", "provider-compacted", "kept")
+"""Lifecycles of a client that names no session."""
+MESSAGE_ID = "msg_kept"
+RESPONSE_ID = "resp_kept"
 CONTINUED = (
     "This session is being continued from a previous conversation that ran out of context. "
     "The conversation is summarized below: the agent tidied the inbox integration."
@@ -266,8 +273,10 @@ class Gateway:
         router.post(JUDGE_URL).mock(side_effect=self._answer)
         ok = {"choices": [], "usage": {"prompt_tokens": 1}}
         router.post(f"{OPENAI}/chat/completions").mock(return_value=httpx.Response(200, json=ok))
-        router.post(f"{OPENAI}/responses").mock(return_value=httpx.Response(200, json={}))
-        message = {"id": "m", "type": "message", "content": [], "usage": {"input_tokens": 1}}
+        nothing = {"input_tokens": 0}  # read (with the answer's id) but calibrates nothing
+        response = {"id": RESPONSE_ID, "object": "response", "output": [], "usage": nothing}
+        router.post(f"{OPENAI}/responses").mock(return_value=httpx.Response(200, json=response))
+        message = {"id": MESSAGE_ID, "type": "message", "content": [], "usage": nothing}
         router.post(f"{ANTHROPIC}/v1/messages").mock(return_value=httpx.Response(200, json=message))
         config = Settings(
             upstream_url=OPENAI,
@@ -303,6 +312,36 @@ def trimmed(body: dict[str, Any]) -> bytes:
     return raw
 
 
+def provider_compacted(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A later turn of a client that names no session, after the provider's compaction: the
+    provider's summary in place of the messages before (chat has none: the client's own)."""
+    if fmt == "anthropic":
+        block = {"type": "compaction", "content": "The agent tidied the inbox.", "signature": "s"}
+        messages = [{"role": "assistant", "content": [block]}, *body["messages"][1:]]
+        return {**anonymous(body), "messages": messages}
+    if fmt == "responses":
+        item = {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}
+        return {**anonymous(body), "input": [item, *body["input"][1:]]}
+    return anonymous(body)
+
+
+def kept(fmt: str, body: dict[str, Any]) -> bytes:
+    """A later turn of a client that names no session and lets the provider keep its history
+    (an Anthropic thread, a Responses chain): only the new turns are sent, their calls new
+    (chat keeps none: the whole transcript)."""
+    if fmt == "anthropic":
+        thread = {"type": "continue", "previous_message_id": MESSAGE_ID}
+        later = {**anonymous(body), "messages": body["messages"][1:], "thread": thread}
+    elif fmt == "responses":
+        later = {**anonymous(body), "input": body["input"][1:], "previous_response_id": RESPONSE_ID}
+    else:
+        later = anonymous(body)
+    raw = orjson.dumps(later)
+    for prefix in (b'"call_', b'"fc_', b'"toolu_'):
+        raw = raw.replace(prefix, prefix + b"k")
+    return raw
+
+
 def send(gateway: TestClient, fmt: str, content: bytes, header: str | None) -> str:
     headers = {"content-type": "application/json"}
     if header is not None:
@@ -323,8 +362,10 @@ def run(tmp: Path, fmt: str, call: Call, lifecycle: str, slot: int, local: bool)
     first = f"Tidy up the inbox integration ({client[:8]})."
     header: str | None = "h-" + client
     built = build(fmt, calls, first, client)
-    if lifecycle == "trimmed":
+    if lifecycle in ANONYMOUS:
         built, header = anonymous(built), None
+    if lifecycle == "kept" and fmt == "anthropic":
+        built["thread"] = {"type": "create"}
     body = escaped(built, call)
     if lifecycle == "failing":
         with failing_store(), gateway.running() as g:
@@ -334,8 +375,13 @@ def run(tmp: Path, fmt: str, call: Call, lifecycle: str, slot: int, local: bool)
         send(g, fmt, body, header)
     if lifecycle == "once":
         return gateway.judge_requests
-    if lifecycle == "trimmed":
-        later = trimmed(build(fmt, [PLAIN[i % 2] for i in range(9)], first, client))
+    if lifecycle in ANONYMOUS:
+        clean = build(fmt, [PLAIN[i % 2] for i in range(9)], first, client)
+        later = {
+            "trimmed": trimmed(clean),
+            "provider-compacted": orjson.dumps(provider_compacted(fmt, clean)),
+            "kept": kept(fmt, clean),
+        }[lifecycle]
         with gateway.running() as g:
             send(g, fmt, later, None)
         return gateway.judge_requests
@@ -400,6 +446,18 @@ def test_a_clean_session_seen_from_its_start_reaches_the_remote_judge(
     assert run(tmp_path, fmt, clean, "once", 3, local=False) > 0
     asked = run(tmp_path, fmt, clean, "restart", 3, local=False)
     assert asked > 0
+
+
+@pytest.mark.parametrize("fmt", ["anthropic"])
+def test_a_clean_session_the_provider_keeps_reaches_the_remote_judge(
+    tmp_path: Path, fmt: str
+) -> None:
+    """The request going on from a thread factrail saw start is of that session, so it is
+    proven clean; one going on from the provider's compaction cannot be."""
+    clean = Call("Grep", {"pattern": "inbox"})
+    first_only = run(tmp_path, fmt, clean, "once", 3, local=False)
+    assert run(tmp_path, fmt, clean, "kept", 3, local=False) > first_only
+    assert run(tmp_path, fmt, clean, "provider-compacted", 3, local=False) == first_only
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -2,9 +2,11 @@
 session from its start, and which calls its decoded body holds.
 
 A transcript that continues one factrail has not seen whole cannot prove that no fenced call
-happened before it: a client's own compaction (Claude Code, Codex, Gemini CLI summaries), an
-opaque Responses `compaction` item, or history kept by the provider (`previous_response_id`,
-`conversation`). Such a session is judged as if tainted unless factrail saw it from its start.
+happened before it: a client's own compaction (Claude Code, Codex, Gemini CLI summaries), the
+provider's (an opaque Responses `compaction` item, an Anthropic `compaction` block in place of
+the messages it summarizes), or history kept by the provider (`previous_response_id`,
+`conversation`, an Anthropic thread continued). Such a session is judged as if tainted unless
+factrail saw it from its start.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ OPENING = 6
 """How many messages from the start may hold a continuation marker."""
 COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
 """Responses items standing for history the provider compacted (encrypted, unreadable)."""
+COMPACTION_BLOCK = "compaction"
+"""The Anthropic content block that stands for the messages the provider summarized."""
 SERVER_HISTORY = ("previous_response_id", "conversation")
 """Responses fields that leave earlier turns on the provider's side."""
 
@@ -52,15 +56,34 @@ def continued(body: Mapping[str, Any] | None, messages: Sequence[Message]) -> st
         for name in SERVER_HISTORY:
             if body.get(name):
                 return f"earlier turns are kept by the provider ({name})"
+        thread = body.get("thread")
+        if isinstance(thread, Mapping) and thread.get("type") == "continue":
+            return "earlier turns are kept by the provider (thread)"
         items = body.get("input")
         if isinstance(items, list) and any(
             isinstance(i, Mapping) and i.get("type") in COMPACTION_ITEMS for i in items
         ):
             return "the transcript holds a compaction item"
+        if _has_compaction_block(body.get("messages")):
+            return "the transcript holds the provider's compaction block"
     opening = [m.text for m in messages[:OPENING] if is_prompt(m)]
     if any(marker in text for text in opening for marker in CONTINUATION_MARKERS):
         return "the transcript continues the client's own compaction"
     return None
+
+
+def _has_compaction_block(messages: Any) -> bool:
+    """Whether an Anthropic message list holds a `compaction` block (also one without a
+    summary, which the provider ignores: the fence fails closed)."""
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, list) and any(
+            isinstance(b, Mapping) and b.get("type") == COMPACTION_BLOCK for b in content
+        ):
+            return True
+    return False
 
 
 def evidence(

@@ -1,9 +1,9 @@
 """Which session a request belongs to: the client's own session wherever it names one.
 
 Every key is a blake2b hash (nothing in clear) behind a prefix naming its source: `h-` the
-caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a Responses chain whose start
-was not seen, `s-` the stable head and the first answer; the fence's aliases are `a-` the
-client's session id alone and `s-` the head alone.
+caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a chain of provider-kept turns
+(Responses, Anthropic threads) whose start was not seen, `s-` the stable head and the first
+answer; the fence's aliases are `a-` the client's session id alone and `s-` the head alone.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ SESSION_PART = "_session_"
 versions send a JSON object with a `session_id` instead)."""
 
 Chain = Callable[[str], str | None]
-"""Responses id → the session key of the request it answered, when known."""
+"""Provider response id → the session key of the request it answered, when known."""
 
 
 def session_key(
@@ -47,10 +47,10 @@ def session_key(
 ) -> str:
     """The session of a request (`headers` with lower-case names, or case-insensitive).
 
-    In order: `X-Factrail-Session`; the session of the response a Responses request continues
-    (`previous_response_id`, when `chain` knows it); the client's own session id (`client_id`)
-    together with the stable head, so that the subagents of one client session (other system
-    prompt and task) stay apart; a `previous_response_id` not known (a chain from here on); the
+    In order: `X-Factrail-Session`; the session of the response a request continues on the
+    provider's side (`previous_id`, when `chain` knows it); the client's own session id
+    (`client_id`) together with the stable head, so that the subagents of one client session
+    (other system prompt and task) stay apart; a previous id not known (a chain from here on); the
     stable head (system texts, first user message, model family) with the first answer once
     there is one (its text and call ids: runs of one prompt part there, so two runs at once
     never share a plan; the first request of each, which has no answer yet, is keyed by the
@@ -59,7 +59,7 @@ def session_key(
     explicit = _text(headers.get(SESSION_HEADER))
     if explicit:
         return header_key(explicit)
-    previous = _text(body.get("previous_response_id"))
+    previous = previous_id(body)
     known = chain(previous) if previous and chain is not None else None
     if known:
         return known
@@ -86,10 +86,22 @@ def alias_keys(
     client = client_id(headers, body)
     if client:
         return (_key("a-", client),)
-    named = _text(headers.get(SESSION_HEADER)) or _text(body.get("previous_response_id"))
+    named = _text(headers.get(SESSION_HEADER)) or previous_id(body)
     if doc is None or named or not _first_answer(doc):
         return ()
     return (_key("s-", *_head(doc, model)),)
+
+
+def previous_id(body: Mapping[str, Any]) -> str | None:
+    """The id of the response a request continues, its earlier turns kept by the provider: a
+    Responses `previous_response_id`, an Anthropic thread's `previous_message_id`."""
+    previous = _text(body.get("previous_response_id"))
+    if previous:
+        return previous
+    thread = body.get("thread")
+    if isinstance(thread, Mapping) and thread.get("type") == "continue":
+        return _text(thread.get("previous_message_id"))
+    return None
 
 
 def _head(doc: Document, model: str) -> tuple[str, ...]:

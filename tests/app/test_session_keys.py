@@ -127,6 +127,17 @@ def test_the_responses_chain() -> None:
     assert key(prompt_cache_key="pck", **unknown) == key(prompt_cache_key="pck")
 
 
+def test_an_anthropic_thread_continues_its_session_like_a_responses_chain() -> None:
+    """A thread continued names the message it follows; one being created names nothing."""
+    known = {"msg_1": "s-known"}
+    go_on = {"thread": {"type": "continue", "previous_message_id": "msg_1"}}
+    assert session_key(Headers({}), go_on, doc(), "claude-opus-5", known.get) == "s-known"
+    unknown = {"thread": {"type": "continue", "previous_message_id": "msg_2"}}
+    assert key(**unknown) == key(previous_response_id="msg_2")
+    assert key(**unknown).startswith("r-")
+    assert key(thread={"type": "create"}) == key()
+
+
 def run_doc(call_id: str, steps: int = 1, answer: str = "Looking.") -> Document:
     """A run of the default prompt, `steps` calls in: its first answer names `call_id`."""
     messages: list[dict[str, Any]] = [

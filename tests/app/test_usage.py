@@ -372,3 +372,115 @@ def test_a_responses_id_chains_the_next_request_to_its_session(
     first, streamed_turn, chained, unknown = (call[0] for call in compactor.calls)
     assert first == streamed_turn == chained
     assert unknown.startswith("r-") and unknown != first
+
+
+def iteration(kind: str, uncached: int, read: int, written: int) -> dict[str, Any]:
+    return {"type": kind, "input_tokens": uncached, "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written, "output_tokens": 7}  # fmt: skip
+
+
+def anthropic_usage(*iterations: dict[str, Any]) -> dict[str, Any]:
+    """Usage of a response that ran `iterations`: the top level adds up the `message` ones."""
+    messages = [i for i in iterations if i["type"] == "message"]
+    top = {k: sum(i[k] for i in messages) for k in ANTHROPIC_USAGE}
+    return {**top, "iterations": list(iterations)}
+
+
+SERVER_TOOL_LOOP = anthropic_usage(
+    iteration("message", 9, 1000, 50),  # the prompt factrail sent: 1059
+    iteration("message", 300, 1059, 0),  # the same, with the server tool's result
+)
+COMPACTED_FIRST = anthropic_usage(
+    iteration("compaction", 3000, 0, 0), iteration("message", 5, 0, 900)
+)
+
+
+def anthropic_iterations_stream(usage: dict[str, Any]) -> bytes:
+    """A stream whose `message_start` reports the first sampling and whose `message_delta`
+    reports the whole response, iterations and all."""
+    first = next(i for i in usage["iterations"] if i["type"] == "message")
+    start = {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+             "usage": {k: first[k] for k in ANTHROPIC_USAGE}}  # fmt: skip
+    return anthropic_sse(
+        {"type": "message_start", "message": start},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": usage},
+        {"type": "message_stop"},
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_a_server_tool_loop_calibrates_from_the_prompt_as_sent_and_bills_every_iteration(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, stream: bool
+) -> None:
+    """Anthropic adds up a server tool loop's `message` iterations at the top of `usage`: the
+    metrics count all of it, while the session is calibrated (and its cache read compared)
+    from the first iteration, the prompt factrail sent. The provider's own compaction is billed
+    beside the top-level figures; when it ran before the first sampling, no figure is the
+    prompt as sent, so nothing is calibrated."""
+    answers = iter([SERVER_TOOL_LOOP, COMPACTED_FIRST])
+
+    def answer(_: httpx.Request) -> httpx.Response:
+        usage = next(answers)
+        if stream:
+            return streamed(anthropic_iterations_stream(usage))
+        return httpx.Response(200, json={"id": "m", "type": "message", "usage": usage})
+
+    router.post(MESSAGES).mock(side_effect=answer)
+    for _ in range(2):
+        with client.stream("POST", "/v1/messages", json=anthropic_body(stream=stream)) as r:
+            r.read()
+    assert input_tokens(client) == (9 + 300 + 3000 + 5, 1000 + 1059, 50 + 900)
+    session = compactor.calls[0][0]
+    assert compactor.usage == [(session, 1059, 250)]
+
+
+def test_a_server_tool_loops_cache_read_is_that_of_the_prompt_as_sent(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    """Its second sampling reads its first from the cache: that read is no measure of what
+    the cache kept of the session, so a turn whose loop was shorter is no cache break."""
+    loops = iter([
+        anthropic_usage(iteration("message", 9, 1000, 50), iteration("message", 300, 1059, 0)),
+        anthropic_usage(iteration("message", 9, 1059, 60)),
+    ])  # fmt: skip
+    router.post(MESSAGES).mock(
+        side_effect=lambda _: httpx.Response(200, json={"type": "message", "usage": next(loops)})
+    )
+    compactor.outcome = "passthrough"
+    for _ in range(2):
+        client.post("/v1/messages", json=anthropic_body(), headers={"x-factrail-session": "s"})
+    assert metric(client, "factrail_cache_breaks_total") == 0
+
+
+def test_an_anthropic_thread_chains_the_next_request_to_its_session(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    """A message answering a request that keeps a thread is remembered (streamed or not), so
+    the request continuing it joins that session; the id of a message answering a request
+    without a thread is not kept (nothing can continue it)."""
+    ids = iter(["msg_a", "msg_b", "msg_c", "msg_z", "msg_e"])
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if orjson.loads(request.content).get("stream"):
+            return streamed(
+                anthropic_stream({"output_tokens": 4}).replace(b"msg_1", next(ids).encode())
+            )
+        body = {"id": next(ids), "type": "message", "content": [], "usage": ANTHROPIC_USAGE}
+        return httpx.Response(200, json=body)
+
+    def go_on(previous: str) -> dict[str, Any]:
+        return {"type": "continue", "previous_message_id": previous}
+
+    router.post(MESSAGES).mock(side_effect=answer)
+    other = [{"role": "user", "content": "Something else entirely."}]
+    client.post("/v1/messages", json=anthropic_body(thread={"type": "create"}))
+    with client.stream(
+        "POST", "/v1/messages", json=anthropic_body(thread=go_on("msg_a"), stream=True)
+    ) as r:
+        r.read()
+    client.post("/v1/messages", json=anthropic_body(messages=other, thread=go_on("msg_b")))
+    client.post("/v1/messages", json=anthropic_body(messages=other))  # answered by msg_z
+    client.post("/v1/messages", json=anthropic_body(messages=other, thread=go_on("msg_z")))
+    first, streamed_turn, chained, plain, unknown = (call[0] for call in compactor.calls)
+    assert first == streamed_turn == chained
+    assert plain != first and unknown.startswith("r-")
