@@ -283,6 +283,7 @@ class Gateway:
                 window=requested_window(route.provider, headers),
                 cache_ttl_s=requested_cache_ttl(route.provider, data),
                 cache_reach=self.sessions.reach_of(session),
+                last=route.provider == "anthropic" and isinstance(data.get("compaction"), dict),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document

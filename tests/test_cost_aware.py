@@ -427,3 +427,24 @@ async def test_a_cache_that_read_nothing_of_the_frozen_zone_is_priced_so() -> No
     assert await second_compaction(1.0) == (reached, "pays")
     later, _ = await second_compaction(0.0)
     assert later > reached
+
+
+async def test_a_transcript_the_provider_is_asked_to_summarize_goes_whole_unless_it_must_not() -> (
+    None
+):
+    """No turn follows a summary request on its transcript: no compaction pays back, not even
+    on a cold cache (the summary keeps only what it is shown); past the danger line it still
+    runs, or the request would not fit."""
+    wire = chat(18)
+    trigger = between_the_lines(wire)
+    clock = Clock()
+    assert (await make(trigger, "none").compact("s", openai_chat.parse(wire))).decision == "pays"
+    summary = await make(trigger, "none", clock).compact("s", openai_chat.parse(wire), last=True)
+    assert summary.outcome == "passthrough" and summary.decision == "waits"
+    compactor = make(trigger, clock=clock)
+    await compactor.compact("s", openai_chat.parse(wire), last=True)
+    clock.now += 400  # cold
+    summary = await compactor.compact("s", openai_chat.parse(wire), last=True)
+    assert summary.outcome == "passthrough" and summary.decision == "waits"
+    past = await make(int(tokens_of(wire) / 1.25)).compact("s", openai_chat.parse(wire), last=True)
+    assert past.outcome == "compacted" and past.decision == "forced"

@@ -144,6 +144,10 @@ class Asked:
     cache_reach: float | None = None
     """The share of the unchanged prefix the provider read from its cache on the session's
     last compaction (None: not measured)."""
+    last: bool = False
+    """The request asks the provider to summarize the transcript (Anthropic's `compaction`):
+    no turn follows on it, so no compaction pays back, and the summary is made from what is
+    sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +201,8 @@ class Turn:
     """The prompt cache's lifetime the request asked for (None: it did not say)."""
     cache_reach: float | None = None
     """See `Asked.cache_reach`."""
+    last: bool = False
+    """See `Asked.last`."""
     calls_kept: frozenset[str] = frozenset()
     """Calls the judge said matter with their arguments (`Judged.calls_kept`)."""
 
@@ -284,6 +290,7 @@ class SessionCompactor:
         window: int | None = None,
         cache_ttl_s: float | None = None,
         cache_reach: float | None = None,
+        last: bool = False,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
         `evidence`: what the wire request tells the fence (its decoded calls, the client's
@@ -292,7 +299,8 @@ class SessionCompactor:
         `cache_ttl_s`: the prompt cache's lifetime the client asked for, when it says (Anthropic's
         one hour, OpenAI's 24-hour retention: the cache goes cold later, and Anthropic bills
         its one-hour entries' writes at twice the input price); `cache_reach`: how much of the
-        unchanged prefix the provider read on the session's last compaction (`Asked`)."""
+        unchanged prefix the provider read on the session's last compaction; `last`: the
+        provider is asked to summarize the transcript (`Asked`)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
@@ -302,7 +310,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    Asked(model, window, cache_ttl_s, cache_reach),
+                    Asked(model, window, cache_ttl_s, cache_reach, last),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -414,7 +422,10 @@ class SessionCompactor:
         first result it could reduce) against those it would stop resending must pay back over
         the session's expected remaining turns (as many as the transcript has had, times
         `payback_horizon`: a long session is likely to go on), and so must what the rails then
-        actually remove."""
+        actually remove. A transcript the provider is asked to summarize has no turn left:
+        it goes whole unless it must not (the summary keeps what it is shown)."""
+        if turn.last and not self._must(turn):
+            return Gate("waits")
         if cold(idle, lifetime(self.options.cache_ttl_s, turn.cache_ttl_s)):
             return Gate("cold")
         if self._must(turn):
@@ -499,6 +510,7 @@ class SessionCompactor:
             model=asked.model,
             cache_ttl_s=asked.cache_ttl_s,
             cache_reach=asked.cache_reach,
+            last=asked.last,
         )
 
     def _fence(

@@ -44,6 +44,8 @@ class ScriptedCompactor:
     after_answer_fails: bool = False
     reaches: list[float | None] = field(default_factory=list)
     """The cache reach each call was told the session's last compaction had."""
+    lasts: list[bool] = field(default_factory=list)
+    """Whether each call was told the provider is asked to summarize the transcript."""
     tokens_after: int = 250
     invalidated_tokens: int = 600
     decision: str | None = None
@@ -60,8 +62,10 @@ class ScriptedCompactor:
         window: int | None = None,
         cache_ttl_s: float | None = None,
         cache_reach: float | None = None,
+        last: bool = False,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
+        self.lasts.append(last)
         self.windows.append(window)
         self.cache_ttls.append(cache_ttl_s)
         self.reaches.append(cache_reach)

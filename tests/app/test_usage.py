@@ -484,3 +484,13 @@ def test_an_anthropic_thread_chains_the_next_request_to_its_session(
     first, streamed_turn, chained, plain, unknown = (call[0] for call in compactor.calls)
     assert first == streamed_turn == chained
     assert plain != first and unknown.startswith("r-")
+
+
+def test_a_request_for_the_providers_summary_is_its_transcripts_last_turn(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    """Anthropic's `compaction` parameter asks for a summary in place of the transcript."""
+    router.post(MESSAGES).mock(return_value=httpx.Response(200, json={"type": "message"}))
+    client.post("/v1/messages", json=anthropic_body())
+    client.post("/v1/messages", json=anthropic_body(compaction={"type": "summarize"}))
+    assert compactor.lasts == [False, True]
