@@ -182,3 +182,40 @@ def test_unreachable_anthropic_upstream_is_a_502(tmp_path: Path) -> None:
     assert failed.value.status_code == 502
     assert isinstance(failed.value.body, dict)
     assert failed.value.body["error"]["type"] == "api_error"
+
+
+def test_sdk_thread_continued_stays_in_its_session(stack: AnthropicStack) -> None:
+    """The SDK's server-held thread: a request that creates one is compacted and its answer's
+    id remembered; the next request, sending only its new turn with the thread continued
+    from that id, is of the same session (it has been compacted once), while the same turn
+    sent without the thread is a session of its own."""
+    sdk = stack.sdk()
+    system = SYSTEM + " Work in a thread."  # a session of its own in this module's gateway
+    first = sdk.beta.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=64,
+        system=system,
+        messages=transcript(),  # type: ignore[arg-type]
+        thread={"type": "create"},
+    )
+    assert first.headers["x-factrail"] == "compacted"
+    assert orjson.loads(stack.records()[-1]["body"])["thread"] == {"type": "create"}
+    log = "\n".join(f"tests/test_mod3.py::test_case_{j} FAILED [{j}%]" for j in range(200))
+    turn = [{"role": "user", "content": f"The log of the rerun:\n{log}"}]
+    go_on = {"type": "continue", "previous_message_id": first.parse().id}
+    later = sdk.beta.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=64,
+        system=system,
+        messages=turn,
+        thread=go_on,  # type: ignore[arg-type]
+    )
+    assert orjson.loads(stack.records()[-1]["body"])["thread"] == go_on
+    assert later.headers["x-factrail-compactions"] == "1"
+    alone = sdk.beta.messages.with_raw_response.create(
+        model=MODEL,
+        max_tokens=64,
+        system=system,
+        messages=turn,  # type: ignore[arg-type]
+    )
+    assert alone.headers["x-factrail-compactions"] == "0"
