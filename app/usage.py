@@ -10,7 +10,9 @@ them; Responses `usage.input_tokens` with `input_tokens_details.cached_tokens` (
 An Anthropic response that ran several sampling iterations (a server tool loop, the
 provider's own compaction) lists them in `usage.iterations`: its top-level figures add up the
 `message` iterations, so the prompt factrail sent is the first of those, and a `compaction`
-iteration is billed on top of the top-level figures.
+iteration is billed on top of the top-level figures. Server-side context editing
+(`context_management`) reports the input tokens it cleared before the model saw the prompt
+(`applied_edits[].cleared_input_tokens`): they were sent, but neither billed nor counted.
 """
 
 from __future__ import annotations
@@ -52,11 +54,14 @@ class Usage:
     compacted: bool = False
     """The provider compacted the prompt before it first sampled: no figure is the prompt as
     sent."""
+    cleared: int = 0
+    """Tokens of the prompt as sent that the provider's context editing cleared."""
 
     @property
     def prompt(self) -> int:
         """The prompt as sent (what calibrates the session's token estimate)."""
-        return sum(self.sent) if self.sent else self.uncached + self.cached + self.cache_write
+        seen = sum(self.sent) if self.sent else self.uncached + self.cached + self.cache_write
+        return seen + self.cleared
 
     @property
     def read(self) -> int:
@@ -76,6 +81,7 @@ class UsageReader:
         self._sent: Split | None = None
         self._compaction: Split = (0, 0, 0)
         self._compacted = False
+        self._cleared = 0
         self._pending = b""
 
     @property
@@ -93,6 +99,7 @@ class UsageReader:
                 "cache_read_input_tokens" in counts,
                 self._sent,
                 self._compacted,
+                self._cleared,
             )
         prompt = next((counts[k] for k in OPENAI_KEYS if k in counts), None)
         if prompt is None:
@@ -151,9 +158,18 @@ class UsageReader:
         for key, value in found.items():
             if _count(value):
                 self._counts[key] = max(self._counts.get(key, 0), value)
+        if self.provider != "anthropic":
+            return
         iterations = usage.get("iterations")
-        if self.provider == "anthropic" and isinstance(iterations, list):
+        if isinstance(iterations, list):
             self._read_iterations(iterations)
+        managed = holder.get("context_management")
+        edits = managed.get("applied_edits") if isinstance(managed, dict) else None
+        if isinstance(edits, list):
+            cleared = sum(
+                _tokens(e.get("cleared_input_tokens")) for e in edits if isinstance(e, dict)
+            )
+            self._cleared = max(self._cleared, cleared)
 
     def _read_iterations(self, iterations: list[Any]) -> None:
         """The first `message` iteration (the prompt as sent, unless a compaction came

@@ -494,3 +494,34 @@ def test_a_request_for_the_providers_summary_is_its_transcripts_last_turn(
     client.post("/v1/messages", json=anthropic_body())
     client.post("/v1/messages", json=anthropic_body(compaction={"type": "summarize"}))
     assert compactor.lasts == [False, True]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])
+def test_tokens_the_providers_context_editing_cleared_count_as_sent(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, stream: bool
+) -> None:
+    """Anthropic's `context_management` clears old tool results (and thinking) before the
+    model sees the prompt and reports what it cleared: those tokens were sent, so they count
+    in the prompt that calibrates the session, though not in what was billed."""
+    managed = {"applied_edits": [
+        {"type": "clear_thinking_20251015", "cleared_thinking_turns": 2,
+         "cleared_input_tokens": 300},
+        {"type": "clear_tool_uses_20250919", "cleared_tool_uses": 4, "cleared_input_tokens": 5000},
+    ]}  # fmt: skip
+    if stream:
+        start = {"id": "msg_1", "type": "message", "role": "assistant", "content": [],
+                 "usage": ANTHROPIC_USAGE}  # fmt: skip
+        answer = streamed(anthropic_sse(
+            {"type": "message_start", "message": start},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+             "usage": ANTHROPIC_USAGE, "context_management": managed},
+            {"type": "message_stop"},
+        ))  # fmt: skip
+    else:
+        body = {"type": "message", "usage": ANTHROPIC_USAGE, "context_management": managed}
+        answer = httpx.Response(200, json=body)
+    router.post(MESSAGES).mock(return_value=answer)
+    with client.stream("POST", "/v1/messages", json=anthropic_body(stream=stream)) as r:
+        r.read()
+    assert input_tokens(client) == (5, 700, 40)
+    assert compactor.usage == [(compactor.calls[0][0], 745 + 5300, 250)]
