@@ -189,7 +189,8 @@ class Turn:
     answered: bool = True
     """Whether the state store answered for this session (False: it failed, or its record
     could not be read)."""
-    model: str = ""
+    asked: Asked = Asked("")
+    """What the request asks of its model (which one, its window, its cache)."""
     window: int | None = None
     """The model's context window (None: unknown)."""
     line: DueReason = "below-soft-line"
@@ -197,12 +198,6 @@ class Turn:
     verbatim: frozenset[str] | None = None
     """The calls the rails never touch (`SessionCompactor._verbatim`: found once, when a due
     turn first needs them)."""
-    cache_ttl_s: float | None = None
-    """The prompt cache's lifetime the request asked for (None: it did not say)."""
-    cache_reach: float | None = None
-    """See `Asked.cache_reach`."""
-    last: bool = False
-    """See `Asked.last`."""
     calls_kept: frozenset[str] = frozenset()
     """Calls the judge said matter with their arguments (`Judged.calls_kept`)."""
 
@@ -413,7 +408,9 @@ class SessionCompactor:
         twice the trigger nor where the request would stop fitting the window) a compaction
         runs whatever it costs. Between the soft line and there, it must pay back the cache it
         breaks: a session that ends soon after a compaction at the trigger paid for nothing."""
-        return turn.tokens >= self.options.trigger.danger(turn.model, turn.trigger, turn.window)
+        return turn.tokens >= self.options.trigger.danger(
+            turn.asked.model, turn.trigger, turn.window
+        )
 
     def _gate(self, turn: Turn, idle: float | None) -> Gate:
         """Whether a due turn compacts, and what its rails must then achieve. Free once the
@@ -424,9 +421,9 @@ class SessionCompactor:
         `payback_horizon`: a long session is likely to go on), and so must what the rails then
         actually remove. A transcript the provider is asked to summarize has no turn left:
         it goes whole unless it must not (the summary keeps what it is shown)."""
-        if turn.last and not self._must(turn):
+        if turn.asked.last and not self._must(turn):
             return Gate("waits")
-        if cold(idle, lifetime(self.options.cache_ttl_s, turn.cache_ttl_s)):
+        if cold(idle, lifetime(self.options.cache_ttl_s, turn.asked.cache_ttl_s)):
             return Gate("cold")
         if self._must(turn):
             return Gate("forced")
@@ -441,7 +438,7 @@ class SessionCompactor:
         compaction (a cache kept only at breakpoints, none of which could go at the end of the
         frozen zone), the same share of the prefix before it."""
         tokens = float(self.transcript_tokens(messages[first:]))
-        reach = turn.cache_reach
+        reach = turn.asked.cache_reach
         if reach is not None and reach < 1:
             tokens += (1 - reach) * (self.transcript_tokens(messages[:first]) + turn.extra)
         return tokens * turn.ratio
@@ -453,8 +450,8 @@ class SessionCompactor:
         return pays(invalidated, saved, remaining, self._prices(turn), turn.tokens)
 
     def _prices(self, turn: Turn) -> Prices:
-        profile = profile_for(self.options.price_profile, turn.model)
-        return prices(profile, turn.model, turn.cache_ttl_s, self.options.model_prices)
+        profile = profile_for(self.options.price_profile, turn.asked.model)
+        return prices(profile, turn.asked.model, turn.asked.cache_ttl_s, self.options.model_prices)
 
     def _estimate(self, turn: Turn) -> tuple[float, float] | None:
         """The tokens a compaction would invalidate (from the first result it could reduce) and
@@ -507,10 +504,7 @@ class SessionCompactor:
             extra=extra_tokens,
             taint=TaintScan(),
             answered=answered,
-            model=asked.model,
-            cache_ttl_s=asked.cache_ttl_s,
-            cache_reach=asked.cache_reach,
-            last=asked.last,
+            asked=asked,
         )
 
     def _fence(
@@ -686,9 +680,9 @@ class SessionCompactor:
         estimated, transcript = turn.estimated, turn.estimated - turn.extra
         policy = self.options.trigger
         fit = rescue = None
-        if (fitting := policy.fit(turn.model, turn.window)) is not None:
+        if (fitting := policy.fit(turn.asked.model, turn.window)) is not None:
             fit = fitting / turn.ratio
-            rescue = policy.danger(turn.model, turn.trigger, turn.window) / turn.ratio
+            rescue = policy.danger(turn.asked.model, turn.trigger, turn.window) / turn.ratio
         return pressure(
             estimated, transcript, aim=aim, hard=trigger, evict_to=floor, fit=fit, rescue_to=rescue
         )
@@ -744,11 +738,11 @@ class SessionCompactor:
         calls, what the agent wrote) a partial one that re-bills everything after its first
         change to trim a little must pay that back like any other."""
         policy = self.options.trigger
-        fit = policy.fit(turn.model, turn.window)
+        fit = policy.fit(turn.asked.model, turn.window)
         after = (applied.tokens_after + turn.extra) * turn.ratio
         if fit is None or turn.tokens >= fit:
             return True
-        if after < policy.danger(turn.model, turn.trigger, turn.window):
+        if after < policy.danger(turn.asked.model, turn.trigger, turn.window):
             return True
         first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
         if first is None:
