@@ -46,10 +46,10 @@ from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.tokens import estimate_tokens
 from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, writes_billed
-from factrail.policy.provenance import evidence
+from factrail.policy.provenance import evidence, previous_id
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
-from factrail.session.keys import alias_keys, previous_id
+from factrail.session.keys import alias_keys
 from factrail.settings import Settings
 
 log = logging.getLogger("factrail.proxy")

@@ -56,8 +56,7 @@ def continued(body: Mapping[str, Any] | None, messages: Sequence[Message]) -> st
         for name in SERVER_HISTORY:
             if body.get(name):
                 return f"earlier turns are kept by the provider ({name})"
-        thread = body.get("thread")
-        if isinstance(thread, Mapping) and thread.get("type") == "continue":
+        if _continued_thread(body) is not None:
             return "earlier turns are kept by the provider (thread)"
         items = body.get("input")
         if isinstance(items, list) and any(
@@ -69,6 +68,22 @@ def continued(body: Mapping[str, Any] | None, messages: Sequence[Message]) -> st
     opening = [m.text for m in messages[:OPENING] if is_prompt(m)]
     if any(marker in text for text in opening for marker in CONTINUATION_MARKERS):
         return "the transcript continues the client's own compaction"
+    return None
+
+
+def _continued_thread(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An Anthropic `thread` the request continues (None: it continues none)."""
+    thread = body.get("thread")
+    return thread if isinstance(thread, Mapping) and thread.get("type") == "continue" else None
+
+
+def previous_id(body: Mapping[str, Any]) -> str | None:
+    """The id of the answer a request continues, its earlier turns kept by the provider: a
+    Responses `previous_response_id`, an Anthropic thread's `previous_message_id`."""
+    thread = _continued_thread(body) or {}
+    for previous in (body.get("previous_response_id"), thread.get("previous_message_id")):
+        if isinstance(previous, str) and previous.strip():
+            return previous.strip()
     return None
 
 

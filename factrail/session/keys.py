@@ -17,6 +17,7 @@ import orjson
 
 from factrail.core.formats.base import Document
 from factrail.core.model import is_prompt
+from factrail.policy.provenance import previous_id
 
 SESSION_HEADER = "x-factrail-session"
 CLIENT_HEADERS = (
@@ -90,18 +91,6 @@ def alias_keys(
     if doc is None or named or not _first_answer(doc):
         return ()
     return (_key("s-", *_head(doc, model)),)
-
-
-def previous_id(body: Mapping[str, Any]) -> str | None:
-    """The id of the response a request continues, its earlier turns kept by the provider: a
-    Responses `previous_response_id`, an Anthropic thread's `previous_message_id`."""
-    previous = _text(body.get("previous_response_id"))
-    if previous:
-        return previous
-    thread = body.get("thread")
-    if isinstance(thread, Mapping) and thread.get("type") == "continue":
-        return _text(thread.get("previous_message_id"))
-    return None
 
 
 def _head(doc: Document, model: str) -> tuple[str, ...]:
