@@ -76,6 +76,8 @@ class UsageReader:
 
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
+        self._id_mark = ("object", "response") if provider == "openai" else ("type", "message")
+        """Where a body says it is the response whose `id` a later request may continue."""
         self.response_id: str | None = None
         self._counts: dict[str, int] = {}
         self._sent: Split | None = None
@@ -143,9 +145,8 @@ class UsageReader:
         for key in ("response", "message"):
             if not isinstance(holder.get("usage"), dict) and isinstance(payload.get(key), dict):
                 holder = payload[key]
-        kind = "object" if self.provider == "openai" else "type"
-        expected = "response" if self.provider == "openai" else "message"
-        if holder.get(kind) == expected and isinstance(holder.get("id"), str):
+        field, value = self._id_mark
+        if holder.get(field) == value and isinstance(holder.get("id"), str):
             self.response_id = holder["id"]
         usage = holder.get("usage")
         if not isinstance(usage, dict):

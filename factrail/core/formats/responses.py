@@ -27,7 +27,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from factrail.core.formats.base import (
@@ -112,15 +111,8 @@ def _shell_failed(output: Any) -> bool:
 
 
 def _json_object(value: Any) -> dict[str, Any]:
-    """The JSON object a string holds (empty when it holds none)."""
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return {}
-        if isinstance(parsed, dict):
-            return parsed
-    return {}
+    """The JSON object an `output` string holds (no text key when it holds none)."""
+    return as_map(value) if isinstance(value, str) else {}
 
 
 def _text_keys(obj: dict[str, Any]) -> list[str]:
