@@ -196,6 +196,29 @@ class Pairs:
               f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
         return direct, through, delta
 
+    def same_below_the_trigger(self, steps: int) -> None:
+        """A session below the trigger: every request passes through untouched and the session
+        bills exactly what it bills direct."""
+        direct, through, factrail = self.pair(steps)
+        completed(direct, steps)
+        completed(through, steps)
+        assert factrail.get("compactions", 0) == 0
+        assert factrail.get("passthrough", 0) == steps + 1
+        assert through.billed == direct.billed
+
+    def cheaper_when_long(self, steps: int) -> tuple[Session, Session, dict[str, float]]:
+        """A session past the trigger more than twice: compacted at least twice, billed under
+        0.9 of direct, and between compactions every request extends the one before it (the
+        cache reads on). Returns the pair and factrail's counters."""
+        direct, through, factrail = self.pair(steps)
+        completed(direct, steps)
+        completed(through, steps)
+        assert factrail["compacted"] >= 2 and factrail["compactions"] >= 2
+        assert through.billed < 0.9 * direct.billed
+        changed = [r for r in through.main if r.get("first_diff") is not None]
+        assert len(changed) == factrail["compacted"]
+        return direct, through, factrail
+
 
 def counters(gateway: str, route: str = "messages") -> dict[str, float]:
     """factrail's request outcomes on `route` (`/v1/messages`) and its compactions, from
