@@ -119,7 +119,8 @@ class Prepared:
 
 
 class Links(Protocol):
-    """Where Responses ids are remembered across processes (a `StateStore`)."""
+    """Where answer ids (Responses, Anthropic threads) are remembered across processes (a
+    `StateStore`)."""
 
     def link(self, response_id: str, session: str) -> None: ...
     def linked(self, response_id: str) -> str | None: ...
@@ -136,7 +137,7 @@ class Gateway:
         engine: Engine | None,
         links: Links | None = None,
     ) -> None:
-        """`links`: where Responses ids are remembered for every worker and replica (the
+        """`links`: where answer ids are remembered for every worker and replica (the
         state store); without it, in this process only."""
         self.settings = settings
         self.links = links

@@ -1,5 +1,6 @@
 """What the gateway remembers of recent sessions, in memory and bounded: which session each
-Responses id answered (the `previous_response_id` chain), each session's last cache read, and
+answer id a later request may continue answered (a Responses `previous_response_id`, an Anthropic
+thread's `previous_message_id`), each session's last cache read, and
 how much of the prefix its last compaction left the provider read (its *reach*).
 
 Both are per process; the chain is also kept in the state store (`StateStore.link`), so a
@@ -50,7 +51,7 @@ class SessionMemory:
 
     def __init__(self, sessions: int = RECENT_SESSIONS, responses: int = RECENT_RESPONSES) -> None:
         self.responses: Lru[str] = Lru(responses)
-        """Responses id → the session key of the request it answered."""
+        """Answer id (Responses, Anthropic thread) → the session key of the request it answered."""
         self.cached: Lru[int] = Lru(sessions)
         """Session key → the cached input tokens its last answered turn read."""
         self.reach: Lru[float] = Lru(sessions)
@@ -58,7 +59,7 @@ class SessionMemory:
         from the provider's cache."""
 
     def answered_by(self, response_id: str) -> str | None:
-        """The session whose request the Responses response `response_id` answered."""
+        """The session whose request the answer `response_id` answered."""
         return self.responses.get(response_id)
 
     def remember(self, response_id: str, session: str) -> None:

@@ -83,14 +83,14 @@ class MemoryStateStore:
                 del self._leases[session]
 
     def link(self, response_id: str, session: str) -> None:
-        """Remember which session a Responses id answered (the oldest forgotten past a bound)."""
+        """Remember which session an answer id answered (the oldest forgotten past a bound)."""
         with self._lock:
             self._links[response_id] = session
             if len(self._links) > MAX_LINKS:
                 del self._links[next(iter(self._links))]
 
     def linked(self, response_id: str) -> str | None:
-        """The session a Responses id answered, if remembered."""
+        """The session an answer id answered, if remembered."""
         with self._lock:
             return self._links.get(response_id)
 

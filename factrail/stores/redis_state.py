@@ -8,7 +8,8 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 - `<p>c:<session>`: the calibration ratio, blended atomically in the server by a script
   (a turn's save never undoes a calibration that landed after its load);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
-- `<p>r:<response id>`: the session a Responses id answered (`previous_response_id` chains);
+- `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
+  Anthropic threads);
 - `<p>recent`: a sorted set of sessions by last update (for `factrail inspect` and the
   sessions route), trimmed past the TTL and to `max_sessions`.
 
@@ -207,12 +208,12 @@ class RedisStateStore:
         )
 
     def link(self, response_id: str, session: str) -> None:
-        """Remember which session a Responses id answered, for every replica (TTL'd)."""
+        """Remember which session an answer id answered, for every replica (TTL'd)."""
         key = f"{self.prefix}r:{response_id}"
         self._run("link", lambda: self._client.set(key, session, px=self.ttl_ms), None)
 
     def linked(self, response_id: str) -> str | None:
-        """The session a Responses id answered, if remembered."""
+        """The session an answer id answered, if remembered."""
 
         def run() -> str | None:
             value = self._client.get(f"{self.prefix}r:{response_id}")

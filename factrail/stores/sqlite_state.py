@@ -221,7 +221,7 @@ class SqliteStateStore:
         self._run("release", run, None)
 
     def link(self, response_id: str, session: str) -> None:
-        """Remember which session a Responses id answered (pruned with the sessions)."""
+        """Remember which session an answer id answered (pruned with the sessions)."""
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -232,7 +232,7 @@ class SqliteStateStore:
         self._run("link", run, None)
 
     def linked(self, response_id: str) -> str | None:
-        """The session a Responses id answered, if remembered and not past the TTL."""
+        """The session an answer id answered, if remembered and not past the TTL."""
 
         def run(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(

@@ -91,12 +91,13 @@ class StateStore(Protocol):
 
     def release(self, session: str, token: str) -> None: ...
     def link(self, response_id: str, session: str) -> None:
-        """Remember that a Responses id answered a request of `session` (for requests that
-        continue it with `previous_response_id` on any worker or replica)."""
+        """Remember that an answer id answered a request of `session` (for requests that
+        continue it, with `previous_response_id` or an Anthropic thread's
+        `previous_message_id`, on any worker or replica)."""
         ...
 
     def linked(self, response_id: str) -> str | None:
-        """The session a Responses id answered, if remembered."""
+        """The session an answer id answered, if remembered."""
         ...
 
     def recent(self, limit: int) -> list[tuple[str, int]]: ...
