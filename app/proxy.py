@@ -301,7 +301,7 @@ class Gateway:
             if document is None:
                 return Prepared(body, result.outcome, session, result, chained=chained)
             sent = result.estimated_sent
-            original = compactor.transcript_tokens(doc.messages) + extra
+            original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
             phase = "serialise"
             data[route.field] = document

@@ -88,6 +88,7 @@ class EngineDocument:
     """A transcript already in the engine's model (the sim's requests need no wire format)."""
 
     format = "engine"
+    live = 0
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = list(messages)

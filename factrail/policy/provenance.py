@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from factrail.core.formats.anthropic import COMPACTION_BLOCK
+from factrail.core.formats.responses import COMPACTION_ITEMS
 from factrail.core.model import Message, is_prompt
 from factrail.policy.taint import ToolRef, body_refs
 
@@ -29,10 +31,6 @@ CONTINUATION_MARKERS = (
 (in one of its first user messages)."""
 OPENING = 6
 """How many messages from the start may hold a continuation marker."""
-COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
-"""Responses items standing for history the provider compacted (encrypted, unreadable)."""
-COMPACTION_BLOCK = "compaction"
-"""The Anthropic content block that stands for the messages the provider summarized."""
 SERVER_HISTORY = ("previous_response_id", "conversation")
 """Responses fields that leave earlier turns on the provider's side."""
 

@@ -173,7 +173,11 @@ class Turn:
     doc: Document
     state: SessionState
     work: list[Message]
-    """The transcript with earlier reductions re-applied (what is sent unless it compacts)."""
+    """The transcript with earlier reductions re-applied (what is sent unless it compacts),
+    from the first message the provider reads (`Document.live`)."""
+    head: list[Message]
+    """The messages before those, which the provider's own compaction replaced: sent as the
+    client sent them (re-applied), never counted, reduced or judged."""
     reapplied: set[str]
     trigger: int
     ratio: float
@@ -205,6 +209,10 @@ class Turn:
     def tokens(self) -> int:
         """The calibrated size of what would be sent."""
         return math.ceil(self.estimated * self.ratio)
+
+    def emit(self, work: Sequence[Message]) -> Any:
+        """The wire document with `work` in place of the transcript the provider reads."""
+        return self.doc.emit([*self.head, *work])
 
 
 class SessionCompactor:
@@ -366,7 +374,7 @@ class SessionCompactor:
         result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
         if not writable:
             if turn.reapplied:
-                result.document = doc.emit(turn.work)
+                result.document = turn.emit(turn.work)
             return result
         await asyncio.to_thread(self._save_all, writes[:-1] if tainted_now else writes)
         idle = self._idle_s(turn.state)
@@ -394,7 +402,7 @@ class SessionCompactor:
                 self.analyses.prepare_later, turn.session, turn.work
             )
         if turn.reapplied:
-            result.document = turn.doc.emit(turn.work)
+            result.document = turn.emit(turn.work)
         return result
 
     def _idle_s(self, state: SessionState) -> float | None:
@@ -489,18 +497,20 @@ class SessionCompactor:
         answered: bool,
     ) -> Turn:
         state = loaded or SessionState(plan={})
-        work, reapplied = reapply_plan(doc.messages, state.plan)
+        whole, reapplied = reapply_plan(doc.messages, state.plan)
+        head, work = whole[: doc.live], whole[doc.live :]
         return Turn(
             session=session,
             doc=doc,
             state=state,
             work=work,
+            head=head,
             reapplied=reapplied,
             trigger=self.options.trigger.for_model(asked.model, asked.window),
             window=self.options.trigger.window_for(asked.model, asked.window),
             ratio=state.calibration or 1.0,
             estimated=self.transcript_tokens(work) + extra_tokens,
-            turns=max(sum(1 for m in work if m.role == "assistant"), 1),
+            turns=max(sum(1 for m in whole if m.role == "assistant"), 1),
             extra=extra_tokens,
             taint=TaintScan(),
             answered=answered,
@@ -516,10 +526,9 @@ class SessionCompactor:
         whenever it cannot be proven clean: the store failed, or the transcript continues one
         not seen from its start. Returns the records to write: the aliases', then the session's
         own last when this turn tainted it."""
-        if evidence.refs is None:
-            refs = tool_refs(turn.work)
-        else:
-            refs = [*evidence.refs, *command_refs(turn.work)]
+        whole = [*turn.head, *turn.work]  # a call the provider summarized still taints
+        scanned = tool_refs(whole) if evidence.refs is None else command_refs(whole)
+        refs = [*(evidence.refs or ()), *scanned]
         scan = self.options.fence.scan(refs)
         origin = "continued" if evidence.continued else "start"
         merged = merge_taint(turn.state.taint, scan)
@@ -588,7 +597,7 @@ class SessionCompactor:
             await self._persist(turn)
             result.frozen_through = self._frozen_end(turn, turn.work)
             if turn.reapplied:
-                result.document = turn.doc.emit(turn.work)
+                result.document = turn.emit(turn.work)
             return result
         turn.state.compactions += 1
         changed_on = self.transcript_tokens(applied.messages[first:])
@@ -606,7 +615,7 @@ class SessionCompactor:
 
         result.outcome = "compacted"
         result.frozen_through = self._frozen_end(turn, applied.messages)
-        result.document = turn.doc.emit(applied.messages)
+        result.document = turn.emit(applied.messages)
         result.tokens_after = after
         result.estimated_sent = sent
         result.tier = applied.tier
@@ -661,7 +670,7 @@ class SessionCompactor:
             "trigger": turn.trigger,
             "tokens_before": turn.tokens,
             "tokens_after": after,
-            "first_changed_message": first,
+            "first_changed_message": None if first is None else first + len(turn.head),
             "invalidated_tokens": result.invalidated_tokens,
             "saved_tokens_per_turn": max(turn.tokens - after, 0),
             "results": reduced[:MAX_HISTORY_RESULTS],
@@ -828,10 +837,10 @@ class SessionCompactor:
         settled result; before any, once the transcript is past `MARK_SHARE` of the trigger,
         the last message before the first call a compaction could change (None below that, so
         a session far from its trigger is forwarded as the client sent it)."""
-        settled = frozen_through(messages, turn.state.settled)
-        if settled is not None or turn.trigger <= 0 or turn.tokens < turn.trigger * MARK_SHARE:
-            return settled
-        return stable_head(messages, self.options.keep_tools)
+        end = frozen_through(messages, turn.state.settled)
+        if end is None and turn.trigger > 0 and turn.tokens >= turn.trigger * MARK_SHARE:
+            end = stable_head(messages, self.options.keep_tools)
+        return None if end is None else end + len(turn.head)
 
     def _settle(self, turn: Turn) -> None:
         """Remember every call this compaction decided (all but the pinned ones)."""

@@ -340,6 +340,35 @@ def test_real_engine_keeps_prose_thinking_and_pairing(
     assert_paired(sent["messages"])
 
 
+def test_history_the_provider_compacted_is_forwarded_as_sent(
+    router: respx.MockRouter, tmp_path: Path
+) -> None:
+    """Anthropic drops every block before a compaction block with a summary: a transcript past
+    the trigger only in that history is not compacted (the bytes go as the client sent them)."""
+    route = router.post(MESSAGES).mock(return_value=httpx.Response(200, json=message()))
+    settings = make_settings(trigger_tokens=1500, preserve_recent=2, outputs_dir=str(tmp_path))
+    upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
+    app = create_app(
+        settings, client=upstream, state=MemoryStateStore(), engine_factory=default_engine
+    )
+    block = {"type": "compaction", "content": "Summary.", "encrypted_content": "b3BhcXVl"}
+    history = transcript(steps=12, lines=40)[:-1]
+    after = [
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": [block, {"type": "text", "text": "Carrying on."}]},
+        {"role": "user", "content": "Now fix it."},
+    ]
+    with TestClient(app) as c:
+        raw = orjson.dumps(body([*history, *after]))
+        r = c.post("/v1/messages", content=raw, headers={"content-type": "application/json"})
+        assert r.headers["x-factrail"] == "passthrough"
+        assert route.calls.last.request.content == raw
+        failed = dict(block, content=None)  # a failed compaction: the API reads everything
+        after[1]["content"][0] = failed
+        r = c.post("/v1/messages", json=body([*history, *after]))
+        assert r.headers["x-factrail"] == "compacted"
+
+
 @pytest.mark.parametrize(
     ("raw", "status", "kind"),
     [

@@ -3,6 +3,11 @@
 Every wire message is one engine message. Text blocks make its text; `tool_use` blocks are tool
 uses and `tool_result` blocks tool results. Every other block (thinking and its signature,
 redacted thinking, images, documents, server tool blocks) passes through untouched.
+
+A `compaction` block with a summary is where the provider's own compaction replaced what came
+before: the API drops every block before it, so the message holding the last such block is the
+first one the provider reads (`Document.live`). A block without a summary is a failed
+compaction the API ignores.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from factrail.core.formats.base import TEXT_SEP, Builder, FormatError, WireDocum
 from factrail.core.model import as_map
 
 FORMAT = "anthropic"
+COMPACTION_BLOCK = "compaction"
 
 
 def _str(value: Any) -> str:
@@ -54,6 +60,8 @@ def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
                     (w, "content", k, "input"),
                     inp,
                 )
+            elif kind == COMPACTION_BLOCK and bl.get("content") is not None:
+                b.live = len(b.messages) - 1
             elif kind == "tool_result":
                 b.add_result(
                     _str(bl.get("tool_use_id")),

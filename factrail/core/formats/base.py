@@ -38,6 +38,10 @@ class Document(Protocol):
     format: str
     messages: list[Message]
     system_texts: list[str]
+    live: int
+    """Index of the first message the provider reads: the ones before it stand for history its
+    own compaction summarized (an Anthropic `compaction` block, a Responses `compaction`
+    item), which it drops (0: it reads them all)."""
 
     def emit(self, messages: Sequence[Message]) -> Any:
         """The wire document with changed result texts and tool inputs written back."""
@@ -174,6 +178,8 @@ class Builder:
     system_texts: list[str] = field(default_factory=list)
     results: list[list[ResultSlot]] = field(default_factory=list)
     uses: list[list[UseSlot]] = field(default_factory=list)
+    live: int = 0
+    """`Document.live`, set by an adapter that meets the provider's compaction."""
 
     def push(self, role: Role, text: str = "") -> Message:
         """Start a new engine message."""
@@ -236,7 +242,9 @@ class Builder:
         for m, slots in zip(self.messages, self.uses, strict=True):
             for u, us in zip(m.tool_uses, slots, strict=True):
                 us.mirror = u.text
-        return WireDocument(fmt, root, self.messages, self.system_texts, self.results, self.uses)
+        return WireDocument(
+            fmt, root, self.messages, self.system_texts, self.results, self.uses, self.live
+        )
 
 
 class WireDocument:
@@ -250,11 +258,13 @@ class WireDocument:
         system_texts: list[str],
         results: list[list[ResultSlot]],
         uses: list[list[UseSlot]],
+        live: int = 0,
     ) -> None:
         self.format = fmt
         self.root = root
         self.messages = messages
         self.system_texts = system_texts
+        self.live = live
         self._results = results
         self._uses = uses
 

@@ -62,6 +62,7 @@ class JsonlDocument:
         self.format = FORMAT
         self.messages = doc.messages
         self.system_texts = doc.system_texts
+        self.live = 0  # Claude Code's own compaction starts a new file: it drops nothing
         self.wire = doc
         self._raw = raw_lines
 

@@ -35,6 +35,7 @@ class Loaded:
         self.format = inner.format
         self.messages = inner.messages
         self.system_texts = inner.system_texts
+        self.live = inner.live
         self.envelope = envelope
         self.key = key
         self.pretty = pretty

@@ -23,6 +23,10 @@
 - anything else (`reasoning` with `encrypted_content`, `compaction`, `item_reference`, the
   server-run `mcp_call` / `web_search_call` / …, unknown items) is opaque: it passes through
   untouched and is never compacted.
+
+A `compaction` item carries the history the provider's own compaction summarized: the provider
+prunes what came before the latest one, so the first message after it is the first the
+provider reads (`Document.live`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ OUTPUTS = CONTENT_OUTPUTS | {
 }
 LOCAL_SHELL_TEXT_KEYS = ("output", "stdout", "stderr")
 """The string fields of a JSON-object `local_shell_call_output` that hold its text, in order."""
+COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
+"""Items standing for the history the provider compacted (encrypted)."""
 
 
 def _str(value: Any) -> str:
@@ -197,4 +203,7 @@ def parse(input: str | list[Any]) -> WireDocument:
                 b.push("user")
                 last = "results"
             _add_output(b, w, item, kind)
+        elif kind in COMPACTION_ITEMS:
+            b.live = len(b.messages)
+            last = None
     return b.build(FORMAT, input)
