@@ -38,14 +38,16 @@ class Compactor(Protocol):
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
-        cache_reach: float | None = None,
         last: bool = False,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...
 
-    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
-        """Calibrate the token estimate from the upstream's reported prompt tokens."""
+    def observe_usage(
+        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
+    ) -> None:
+        """Calibrate the token estimate from the upstream's reported prompt tokens; keep the
+        cache reach a compaction turn measured (`app.sessions.reach_share`)."""
         ...
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:

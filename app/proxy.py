@@ -33,7 +33,7 @@ from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
 from app.request_body import Forward, Reject, classify
-from app.sessions import SessionMemory
+from app.sessions import SessionMemory, reach_share
 from app.upstream import (
     HeaderRules,
     has_dot_segment,
@@ -283,7 +283,6 @@ class Gateway:
                 evidence=seen,
                 window=requested_window(route.provider, headers),
                 cache_ttl_s=requested_cache_ttl(route.provider, data),
-                cache_reach=self.sessions.reach_of(session),
                 last=route.provider == "anthropic" and isinstance(data.get("compaction"), dict),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
@@ -399,20 +398,22 @@ class Gateway:
         if self.sessions.cache_broke(session, usage.read, prepared.outcome == "compacted"):
             self.metrics.cache_breaks.inc()
         result = prepared.result
+        reach = None
         if (
             result is not None
             and prepared.outcome == "compacted"
             and result.decision in MEASURED
             and usage.reports_cache
         ):
-            unchanged = result.tokens_after - result.invalidated_tokens
-            reach = self.sessions.measure_reach(session, usage.read, unchanged)
+            reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
             if reach is not None:
                 self.metrics.cache_reach.observe(reach)
-        if self.engine is None or result is None or result.estimated_sent <= 0:
+        if self.engine is None or result is None:
             return
         try:
-            self.engine.compactor.observe_usage(session, usage.prompt, result.estimated_sent)
+            self.engine.compactor.observe_usage(
+                session, usage.prompt, result.estimated_sent, reach=reach
+            )
         except Exception:
             log.warning("usage calibration failed", exc_info=True)
 

@@ -407,17 +407,24 @@ async def test_the_gate_prices_a_model_as_factrail_model_prices_says() -> None:
 async def test_a_cache_that_read_nothing_of_the_frozen_zone_is_priced_so() -> None:
     """A provider that keeps its cache only at breakpoints, with none at the end of the frozen
     zone (hosted shell outputs cannot carry one), re-bills a later compaction from the head.
-    The gateway measures that on the compaction turn (`cache_reach`, the share of the
-    unchanged prefix it read), and the gate prices the next compaction with it: the turn that
-    compacts on a cache reaching the frozen zone waits on one that reached none of it."""
+    The gateway measures that on the compaction turn (the share of the unchanged prefix it
+    read, kept in the state store), and the gate prices the next compaction with it: the turn
+    that compacts on a cache reaching the frozen zone waits on one that reached none of it.
+    Two workers share the store: the one that measured is not the one that compacts next."""
 
     async def second_compaction(reach: float | None) -> tuple[int, str | None]:
-        c = make(16000)
+        clock = Clock()
+        one = make(16000, clock=clock)
+        other = SessionCompactor(
+            one.options, state=one.state, outputs=None, judge=RulesJudge(), clock=clock
+        )
         compacted = 0
         for k in range(20, 120):
-            measured = reach if compacted else None  # measured on the first compaction turn
-            turn = await c.compact("s", openai_chat.parse(chat(k)), cache_reach=measured)
+            worker = (one, other)[k % 2]
+            turn = await worker.compact("s", openai_chat.parse(chat(k)))
             compacted += turn.outcome == "compacted"
+            if compacted == 1 and turn.outcome == "compacted":  # the first compaction's answer
+                worker.observe_usage("s", 0, 0, reach=reach)
             if compacted == 2:
                 return k, turn.decision
         return 120, None

@@ -52,7 +52,7 @@ from factrail.session.zone import (
 )
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.state import MAX_HISTORY, SessionState, StateStore
+from factrail.stores.state import MAX_HISTORY, Observed, SessionState, StateStore
 
 log = logging.getLogger("factrail.session")
 
@@ -141,9 +141,6 @@ class Asked:
     model: str
     window: int | None = None
     cache_ttl_s: float | None = None
-    cache_reach: float | None = None
-    """The share of the unchanged prefix the provider read from its cache on the session's
-    last compaction (None: not measured)."""
     last: bool = False
     """The request asks the provider to summarize the transcript (Anthropic's `compaction`):
     no turn follows on it, so no compaction pays back, and the summary is made from what is
@@ -263,14 +260,22 @@ class SessionCompactor:
         """Estimated tokens of texts, inputs and results (memoised for resent history)."""
         return transcript_tokens(messages, self._tokens)
 
-    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
-        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)."""
-        if prompt_tokens <= 0 or estimated_tokens <= 0:
+    def observe_usage(
+        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
+    ) -> None:
+        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio);
+        `reach`: the share of the unchanged prefix a compaction turn read from the provider's
+        cache, which prices the session's next compactions (`_rebilled`). Both are kept in the
+        state store, so every worker and replica prices the session alike."""
+        ratio = (
+            prompt_tokens / estimated_tokens if prompt_tokens > 0 and estimated_tokens > 0 else None
+        )
+        if ratio is None and reach is None:
             return
         try:
-            self.state.update_calibration(session, prompt_tokens / estimated_tokens)
-        except Exception:  # calibration is a refinement: never fail the answer for it
-            log.warning("could not store a session's calibration", exc_info=True)
+            self.state.observe(session, Observed(ratio, reach))
+        except Exception:  # a refinement: never fail the answer for it
+            log.warning("could not store what a session's usage taught", exc_info=True)
 
     async def settled(self) -> None:
         """Wait for the background preparations started so far (tests, shutdown)."""
@@ -292,7 +297,6 @@ class SessionCompactor:
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
-        cache_reach: float | None = None,
         last: bool = False,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
@@ -301,8 +305,7 @@ class SessionCompactor:
         context window the client asked for, when it says (else the model's, from the table);
         `cache_ttl_s`: the prompt cache's lifetime the client asked for, when it says (Anthropic's
         one hour, OpenAI's 24-hour retention: the cache goes cold later, and Anthropic bills
-        its one-hour entries' writes at twice the input price); `cache_reach`: how much of the
-        unchanged prefix the provider read on the session's last compaction; `last`: the
+        its one-hour entries' writes at twice the input price); `last`: the
         provider is asked to summarize the transcript (`Asked`)."""
         lock = self._locks.get(session)
         if lock is None:
@@ -313,7 +316,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    Asked(model, window, cache_ttl_s, cache_reach, last),
+                    Asked(model, window, cache_ttl_s, last),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -446,7 +449,7 @@ class SessionCompactor:
         compaction (a cache kept only at breakpoints, none of which could go at the end of the
         frozen zone), the same share of the prefix before it."""
         tokens = float(self.transcript_tokens(messages[first:]))
-        reach = turn.asked.cache_reach
+        reach = turn.state.reach
         if reach is not None and reach < 1:
             tokens += (1 - reach) * (self.transcript_tokens(messages[:first]) + turn.extra)
         return tokens * turn.ratio

@@ -8,7 +8,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from factrail.stores.state import SessionState, decode_state, encode_state, smooth_calibration
+from factrail.stores.state import (
+    Observed,
+    SessionState,
+    decode_state,
+    encode_state,
+    keep_observed,
+    take_observed,
+)
 
 MAX_LINKS = 100_000
 
@@ -37,24 +44,23 @@ class MemoryStateStore:
         return state, state is not None
 
     def save(self, session: str, state: SessionState) -> None:
-        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
-        (only `update_calibration` writes it, so a turn never undoes one that landed after its
-        load)."""
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration and
+        reach stay (`keep_observed`)."""
         with self._lock:
             stored = self._states.get(session)
             previous = decode_state(stored) if stored is not None else None
-            calibration = previous.calibration if previous is not None else state.calibration
+            kept = keep_observed(state, previous)
             self._states[session] = encode_state(
-                replace(state, calibration=calibration, updated_ms=int(self._clock() * 1000))
+                replace(kept, updated_ms=int(self._clock() * 1000))
             )
 
-    def update_calibration(self, session: str, ratio: float) -> None:
-        """Blend a new calibration ratio into the session (creating it if needed)."""
+    def observe(self, session: str, observed: Observed) -> None:
+        """Blend what an answer's usage taught into the session (creating it if needed)."""
         with self._lock:
             blob = self._states.get(session)
             state = decode_state(blob) if blob is not None else None
             state = state or SessionState(plan={})
-            state.calibration = smooth_calibration(state.calibration, ratio)
+            take_observed(state, observed)
             state.updated_ms = int(self._clock() * 1000)
             self._states[session] = encode_state(state)
 

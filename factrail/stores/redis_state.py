@@ -5,8 +5,9 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 
 - `<p>s:<session>`: the state blob (`encode_state`), expiring after the TTL; a tainted
   session's record lives at least as long as its saved outputs (`taint_keep_seconds`);
-- `<p>c:<session>`: the calibration ratio, blended atomically in the server by a script
-  (a turn's save never undoes a calibration that landed after its load);
+- `<p>c:<session>` and `<p>reach:<session>`: the calibration ratio and the cache reach, each
+  blended atomically in the server by a script (a turn's save never undoes one that landed
+  after its load);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
   Anthropic threads);
@@ -15,7 +16,7 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 
 Every call is bounded by the client's socket timeouts and fails open like the other stores:
 `load` gives None, `fetch` says the store did not answer (so the fence treats the session as
-unproven), `save` and `update_calibration` log; `lease` gives `""` (go on without one).
+unproven), `save` and `observe` log; `lease` gives `""` (go on without one).
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ import redis
 from factrail.stores.state import (
     CALIBRATION_RANGE,
     CALIBRATION_WEIGHT,
+    REACH_RANGE,
+    REACH_WEIGHT,
     Failures,
+    Observed,
     SessionState,
     decode_state,
     encode_state,
@@ -52,7 +56,7 @@ SOCKET_TIMEOUT_S = 0.5
 """A store slower than this is a failing store: the turn goes on without it."""
 TRIM_EVERY = 64
 
-_CALIBRATE = """
+_BLEND = """
 local previous = tonumber(redis.call('GET', KEYS[1]))
 local ratio = math.min(math.max(tonumber(ARGV[1]), tonumber(ARGV[3])), tonumber(ARGV[4]))
 local value = ratio
@@ -61,7 +65,8 @@ redis.call('SET', KEYS[1], string.format('%.17g', value), 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
 return string.format('%.17g', value)
 """
-"""Blend a ratio into the stored calibration (`smooth_calibration`, in the server)."""
+"""Blend a value into a stored one (`state.blend`, in the server): the value, its TTL, its
+bounds, its weight; then stamp the session in the recent set."""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -94,7 +99,7 @@ class RedisStateStore:
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=30,
         )
-        self._calibrate = self._client.register_script(_CALIBRATE)
+        self._blend = self._client.register_script(_BLEND)
         self._release = self._client.register_script(_RELEASE)
         self._clock = clock
         self._failures = Failures(log, self.url, on_error)
@@ -108,6 +113,9 @@ class RedisStateStore:
 
     def _calibration_key(self, session: str) -> str:
         return f"{self.prefix}c:{session}"
+
+    def _reach_key(self, session: str) -> str:
+        return f"{self.prefix}reach:{session}"
 
     def _lease_key(self, session: str) -> str:
         return f"{self.prefix}l:{session}"
@@ -130,39 +138,43 @@ class RedisStateStore:
         any error and for a record it cannot decode."""
 
         def run() -> tuple[SessionState | None, bool]:
-            blob, ratio = self._client.mget(
-                [self._state_key(session), self._calibration_key(session)]
+            blob, ratio, share = self._client.mget(
+                [self._state_key(session), self._calibration_key(session), self._reach_key(session)]
             )
-            calibration = _ratio(ratio)
+            calibration, reach = _number(ratio, CALIBRATION_RANGE), _number(share, REACH_RANGE)
             if blob is None:
-                if calibration is None:
+                if calibration is None and reach is None:
                     return None, True
-                return SessionState(plan={}, calibration=calibration), True
+                return SessionState(plan={}, calibration=calibration, reach=reach), True
             state = decode_state(blob)
             if state is None:
                 return None, False
-            if calibration is not None:
-                state.calibration = calibration
+            state.calibration = calibration if calibration is not None else state.calibration
+            state.reach = reach if reach is not None else state.reach
             return state, True
 
         failed: tuple[SessionState | None, bool] = (None, False)
         return self._run("load", run, failed)
 
     def save(self, session: str, state: SessionState) -> None:
-        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
-        (a first one is stored only when there is none). A tainted record outlives the TTL
-        until its session's saved outputs expire."""
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration and
+        reach stay (a first one is stored only when there is none). A tainted record outlives
+        the TTL until its session's saved outputs expire."""
 
         def run() -> None:
             now = self._now_ms()
-            blob = encode_state(replace(state, calibration=None, updated_ms=now))
+            blob = encode_state(replace(state, calibration=None, reach=None, updated_ms=now))
             tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
             keep = self.taint_keep_ms if tainted else self.ttl_ms
             pipe = self._client.pipeline(transaction=True)
             pipe.set(self._state_key(session), blob, px=keep)
-            if state.calibration is not None and math.isfinite(state.calibration):
-                pipe.set(self._calibration_key(session), repr(state.calibration), px=keep, nx=True)
-            pipe.pexpire(self._calibration_key(session), keep)
+            for key, value in (
+                (self._calibration_key(session), state.calibration),
+                (self._reach_key(session), state.reach),
+            ):
+                if value is not None and math.isfinite(value):
+                    pipe.set(key, repr(value), px=keep, nx=True)
+                pipe.pexpire(key, keep)
             pipe.zadd(self._recent_key, {session: now})
             pipe.execute()
             with self._lock:
@@ -173,21 +185,29 @@ class RedisStateStore:
 
         self._run("save", run, None)
 
-    def update_calibration(self, session: str, ratio: float) -> None:
-        """Blend a calibration ratio into the session atomically, in the server."""
-        if not math.isfinite(ratio) or ratio <= 0:
+    def observe(self, session: str, observed: Observed) -> None:
+        """Blend what an answer's usage taught into the session atomically, in the server."""
+        blends: list[tuple[str, float, tuple[float, float], float]] = []
+        ratio, reach = observed.ratio, observed.reach
+        if ratio is not None and math.isfinite(ratio) and ratio > 0:
+            key = self._calibration_key(session)
+            blends.append((key, ratio, CALIBRATION_RANGE, CALIBRATION_WEIGHT))
+        if reach is not None and math.isfinite(reach):
+            blends.append((self._reach_key(session), reach, REACH_RANGE, REACH_WEIGHT))
+        if not blends:
             return
-        low, high = CALIBRATION_RANGE
 
         def run() -> None:
-            keys = [self._calibration_key(session), self._recent_key]
             now = self._now_ms()
-            args: list[str | int | float] = [
-                repr(ratio), self.ttl_ms, low, high, CALIBRATION_WEIGHT, now, session
-            ]  # fmt: skip
-            self._calibrate(keys=keys, args=args)
+            pipe = self._client.pipeline(transaction=False)
+            for key, value, (low, high), weight in blends:
+                args: list[str | int | float] = [
+                    repr(value), self.ttl_ms, low, high, weight, now, session
+                ]  # fmt: skip
+                self._blend(keys=[key, self._recent_key], args=args, client=pipe)
+            pipe.execute()
 
-        self._run("update_calibration", run, None)
+        self._run("observe", run, None)
 
     def lease(self, session: str, ttl_ms: int) -> str | None:
         """The session's lease for `ttl_ms`, shared by every replica: its token; None while
@@ -283,14 +303,16 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
 
 
-def _ratio(value: Any) -> float | None:
+def _number(value: Any, bounds: tuple[float, float]) -> float | None:
+    """A stored blend (None: absent, unreadable, or out of its bounds)."""
     if value is None:
         return None
     try:
-        ratio = float(_text(value))
+        number = float(_text(value))
     except ValueError:
         return None
-    return ratio if math.isfinite(ratio) and ratio > 0 else None
+    low, high = bounds
+    return number if math.isfinite(number) and low <= number <= high else None
 
 
 def _text(value: Any) -> str:

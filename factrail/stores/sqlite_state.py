@@ -24,10 +24,12 @@ import orjson
 from factrail.stores.paths import ensure_private_dir
 from factrail.stores.state import (
     Failures,
+    Observed,
     SessionState,
     decode_state,
     encode_state,
-    smooth_calibration,
+    keep_observed,
+    take_observed,
 )
 
 log = logging.getLogger(__name__)
@@ -121,9 +123,8 @@ class SqliteStateStore:
         return self._run("load", run, failed)
 
     def save(self, session: str, state: SessionState) -> None:
-        """Replace the state of `session`, stamping `updated_ms`; the stored calibration stays
-        (only `update_calibration` writes it, so a turn never undoes one that landed after its
-        load). Errors are logged only."""
+        """Replace the state of `session`, stamping `updated_ms`; the stored calibration and
+        reach stay (`keep_observed`). Errors are logged only."""
 
         def run(conn: sqlite3.Connection) -> None:
             now = self._now_ms()
@@ -133,8 +134,7 @@ class SqliteStateStore:
                     "SELECT state FROM sessions WHERE key = ?", (session,)
                 ).fetchone()
                 previous = decode_state(row[0]) if row is not None else None
-                calibration = state.calibration if previous is None else previous.calibration
-                new = replace(state, calibration=calibration, updated_ms=now)
+                new = replace(keep_observed(state, previous), updated_ms=now)
                 conn.execute(_UPSERT, (session, now, encode_state(new)))
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -146,8 +146,9 @@ class SqliteStateStore:
 
         self._run("save", run, None)
 
-    def update_calibration(self, session: str, ratio: float) -> None:
-        """Blend a calibration ratio into the session atomically (creating it if needed)."""
+    def observe(self, session: str, observed: Observed) -> None:
+        """Blend what an answer's usage taught into the session atomically (creating it if
+        needed)."""
 
         def run(conn: sqlite3.Connection) -> None:
             now = self._now_ms()
@@ -160,7 +161,7 @@ class SqliteStateStore:
                 if row is not None and row[0] >= now - self.ttl_ms:
                     state = decode_state(row[1])
                 state = state or SessionState(plan={})
-                state.calibration = smooth_calibration(state.calibration, ratio)
+                take_observed(state, observed)
                 state.updated_ms = now
                 conn.execute(_UPSERT, (session, now, encode_state(state)))
             except BaseException:
@@ -168,7 +169,7 @@ class SqliteStateStore:
                 raise
             conn.execute("COMMIT")
 
-        self._run("update_calibration", run, None)
+        self._run("observe", run, None)
 
     def recent(self, limit: int) -> list[tuple[str, int]]:
         """The most recently updated live sessions, newest first: `(key, updated_ms)`."""

@@ -1,4 +1,5 @@
-"""Per-session state: the reduction plan, hysteresis, taint, calibration and remembered answers.
+"""Per-session state: the reduction plan, hysteresis, taint, what the provider's usage taught
+(calibration, cache reach) and remembered answers.
 
 Losing this state costs prompt-cache hits and judge calls, never correctness, so every store
 fails open: `load` returns None on any error and `save` swallows (and logs) failures.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeGuard, TypeVar
 
 import orjson
@@ -24,6 +25,10 @@ MAX_SETTLED = 50_000
 MAX_HISTORY = 5
 CALIBRATION_WEIGHT = 0.3
 CALIBRATION_RANGE = (0.25, 4.0)
+REACH_WEIGHT = 0.5
+"""Each measured cache reach is averaged with the one before, so one miss of a best-effort cache
+(a request routed to another machine) does not price the session as if it had none."""
+REACH_RANGE = (0.0, 1.0)
 ANSWER_FIELDS = ("keepCall", "keepResult")
 ORIGINS = ("start", "continued")
 
@@ -63,6 +68,9 @@ class SessionState:
     compactions: int = 0
     taint: dict[str, Any] | None = None  # sticky taint record {tainted, count, sample, at}
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
+    reach: float | None = None
+    """The share of the unchanged prefix the provider read from its cache on the session's
+    compactions, smoothed (None: never measured)."""
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -83,7 +91,11 @@ class StateStore(Protocol):
     def load(self, session: str) -> SessionState | None: ...
     def fetch(self, session: str) -> tuple[SessionState | None, bool]: ...
     def save(self, session: str, state: SessionState) -> None: ...
-    def update_calibration(self, session: str, ratio: float) -> None: ...
+    def observe(self, session: str, observed: Observed) -> None:
+        """Blend what an answer's usage taught into the session atomically (creating it if
+        needed); a `save` never undoes it."""
+        ...
+
     def lease(self, session: str, ttl_ms: int) -> str | None:
         """A token for the session's lease; None while another holder's runs; `""` when the
         store cannot say (the turn goes on without one: compaction fails open)."""
@@ -136,15 +148,52 @@ def remember_answers(state: SessionState, judge: str, new: Mapping[str, CallAnsw
     _trim_answers(state.answers)
 
 
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What one answer's usage taught about its session (None: nothing of that kind)."""
+
+    ratio: float | None = None
+    """The upstream's prompt tokens over factrail's estimate (`SessionState.calibration`)."""
+    reach: float | None = None
+    """The share of the unchanged prefix a compaction turn read from the provider's cache
+    (`SessionState.reach`)."""
+
+
+def blend(
+    previous: float | None, value: float, bounds: tuple[float, float], weight: float
+) -> float | None:
+    """`value`, clamped to `bounds`, blended into `previous` with `weight` (None, NaN and
+    infinities are ignored)."""
+    if not math.isfinite(value):
+        return previous
+    low, high = bounds
+    value = min(max(value, low), high)
+    if previous is None:
+        return value
+    return previous + weight * (value - previous)
+
+
 def smooth_calibration(previous: float | None, ratio: float) -> float | None:
     """Blend a new `prompt_tokens / estimate` ratio into the previous one (None: ignore it)."""
-    if not math.isfinite(ratio) or ratio <= 0:
+    if ratio <= 0:
         return previous
-    low, high = CALIBRATION_RANGE
-    ratio = min(max(ratio, low), high)
-    if previous is None:
-        return ratio
-    return previous + CALIBRATION_WEIGHT * (ratio - previous)
+    return blend(previous, ratio, CALIBRATION_RANGE, CALIBRATION_WEIGHT)
+
+
+def take_observed(state: SessionState, observed: Observed) -> None:
+    """Blend `observed` into `state`."""
+    if observed.ratio is not None:
+        state.calibration = smooth_calibration(state.calibration, observed.ratio)
+    if observed.reach is not None:
+        state.reach = blend(state.reach, observed.reach, REACH_RANGE, REACH_WEIGHT)
+
+
+def keep_observed(state: SessionState, stored: SessionState | None) -> SessionState:
+    """`state` as a `save` writes it over `stored`: with the stored calibration and reach,
+    which only `observe` writes (a turn never undoes what landed after its load)."""
+    if stored is None:
+        return state
+    return replace(state, calibration=stored.calibration, reach=stored.reach)
 
 
 def encode_state(state: SessionState) -> bytes:
@@ -161,6 +210,7 @@ def encode_state(state: SessionState) -> bytes:
             "compactions": state.compactions,
             "taint": state.taint,
             "calibration": state.calibration,
+            "reach": state.reach,
             "answers": answers,
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
@@ -193,6 +243,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
                 answers[key] = answer
     taint = raw.get("taint")
     calibration = raw.get("calibration")
+    reach = raw.get("reach")
     origin = raw.get("origin")
     return SessionState(
         plan=plan,
@@ -200,6 +251,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         compactions=_int_or_none(raw.get("compactions")) or 0,
         taint=taint if isinstance(taint, dict) else None,
         calibration=float(calibration) if _is_number(calibration) else None,
+        reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),

@@ -43,7 +43,7 @@ class ScriptedCompactor:
     """Something with a `call_count` (a respx route), read when `after_answer` runs."""
     after_answer_fails: bool = False
     reaches: list[float | None] = field(default_factory=list)
-    """The cache reach each call was told the session's last compaction had."""
+    """The cache reach each `observe_usage` was told a compaction turn measured."""
     lasts: list[bool] = field(default_factory=list)
     """Whether each call was told the provider is asked to summarize the transcript."""
     tokens_after: int = 250
@@ -61,14 +61,12 @@ class ScriptedCompactor:
         evidence: Evidence | None = None,
         window: int | None = None,
         cache_ttl_s: float | None = None,
-        cache_reach: float | None = None,
         last: bool = False,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
         self.lasts.append(last)
         self.windows.append(window)
         self.cache_ttls.append(cache_ttl_s)
-        self.reaches.append(cache_reach)
         if self.fail:
             raise RuntimeError("engine bug")
         if self.outcome == "passthrough":
@@ -103,8 +101,11 @@ class ScriptedCompactor:
             decision=self.decision,  # type: ignore[arg-type]
         )
 
-    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
+    def observe_usage(
+        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
+    ) -> None:
         self.usage.append((session, prompt_tokens, estimated_tokens))
+        self.reaches.append(reach)
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         """A flat 1000: what `compact` reports as the tokens before its compaction."""

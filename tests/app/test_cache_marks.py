@@ -425,8 +425,10 @@ class Recording:
         self.results.append(result)
         return result
 
-    def observe_usage(self, session: str, prompt_tokens: int, estimated_tokens: int) -> None:
-        self.inner.observe_usage(session, prompt_tokens, estimated_tokens)
+    def observe_usage(
+        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
+    ) -> None:
+        self.inner.observe_usage(session, prompt_tokens, estimated_tokens, reach)
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         tokens: int = self.inner.transcript_tokens(messages)

@@ -304,9 +304,10 @@ def test_a_compaction_turn_measures_how_far_the_providers_cache_reached(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
     """On a compaction turn the provider should read the prefix before the first change from
-    its cache; what share it read (its reach) goes with the session's next turns to the gate.
-    Measured only on compactions the gate let through on a warm cache, from a prefix long
-    enough to be cacheable, and only where the provider says what it read."""
+    its cache; what share it read (its reach) goes to the session's state, which prices its
+    next compactions on every worker. Measured only on compactions the gate let through on a
+    warm cache, from a prefix long enough to be cacheable, and only where the provider says
+    what it read."""
     usages = iter([
         {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 2000}},
         {"prompt_tokens": 10_000, "prompt_tokens_details": {"cached_tokens": 0}},
@@ -327,10 +328,10 @@ def test_a_compaction_turn_measures_how_far_the_providers_cache_reached(
     turn("passthrough", None)  # a turn that did not compact measures nothing
     turn("compacted", "pays")  # no cache figure: nothing learnt
     turn("compacted", "cold")  # a cold cache reads nothing whatever it could
-    turn("compacted", "forced")  # read 9000 of 8000: all of it, averaged with the last
+    turn("compacted", "forced")  # read 9000 of 8000: all of it
     compactor.invalidated_tokens = 7000  # 3000 unchanged: too short to tell
     turn("compacted", "pays")
-    assert compactor.reaches == [None, 0.25, 0.25, 0.25, 0.25, 0.625]
+    assert compactor.reaches == [0.25, None, None, None, 1.0, None]
     name = "factrail_compaction_cache_reach"
     assert metric(client, name + "_count") == 2  # the two measurements
     assert metric(client, name + "_sum") == 1.25

@@ -19,7 +19,7 @@ from factrail.session import SessionCompactor, step
 from factrail.stores import open_state_store
 from factrail.stores.outputs import OutputStore
 from factrail.stores.redis_state import RedisStateStore, redact_url, split_prefix
-from factrail.stores.state import SessionState, smooth_calibration
+from factrail.stores.state import Observed, SessionState, smooth_calibration
 from tests.options import engine_options
 from tests.redis_server import RedisServer
 from tests.test_session import OUTPUTS_SECRET, chat
@@ -72,24 +72,41 @@ def test_an_unreadable_record_is_not_an_answer(
 
 def test_calibration_is_blended_in_the_server_and_a_save_keeps_it(store: RedisStateStore) -> None:
     store.save("s", SessionState(plan={}, calibration=1.0))
-    store.update_calibration("s", 2.0)
+    store.observe("s", Observed(ratio=2.0))
     expected = smooth_calibration(1.0, 2.0)
     loaded = store.load("s")
     assert loaded is not None and loaded.calibration == pytest.approx(expected)
     store.save("s", SessionState(plan={}, calibration=0.5))  # a turn that loaded earlier
     loaded = store.load("s")
     assert loaded is not None and loaded.calibration == pytest.approx(expected)
-    store.update_calibration("s", float("nan"))
-    store.update_calibration("s", -1.0)
+    store.observe("s", Observed(ratio=float("nan")))
+    store.observe("s", Observed(ratio=-1.0))
     assert store.load("s") is not None
     assert store.load("s").calibration == pytest.approx(expected)  # type: ignore[union-attr]
 
 
+def test_the_cache_reach_is_blended_in_the_server_and_a_save_keeps_it(
+    store: RedisStateStore,
+) -> None:
+    turn = SessionState(plan={}, reach=0.9)  # a first reach is stored by the save that has it
+    store.save("s", turn)
+    store.observe("s", Observed(ratio=2.0, reach=0.1))
+    store.save("s", turn)  # a turn that loaded earlier
+    loaded = store.load("s")
+    assert loaded is not None and loaded.reach == pytest.approx(0.5)
+    assert loaded.calibration == pytest.approx(2.0)
+    store.observe("s", Observed(reach=-2.0))  # clamped: none of it
+    assert store.load("s").reach == pytest.approx(0.25)  # type: ignore[union-attr]
+    store.observe("fresh", Observed(reach=0.0))
+    fresh = store.load("fresh")
+    assert fresh is not None and fresh.reach == 0.0 and fresh.plan == {}
+
+
 def test_concurrent_calibrations_all_land(store: RedisStateStore) -> None:
     """Forty concurrent updates of the same ratio from eight threads: every one is blended."""
-    store.update_calibration("s", 2.0)
+    store.observe("s", Observed(ratio=2.0))
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda _: store.update_calibration("s", 4.0), range(40)))
+        list(pool.map(lambda _: store.observe("s", Observed(ratio=4.0)), range(40)))
     value: float | None = 2.0
     for _ in range(40):
         value = smooth_calibration(value, 4.0)
@@ -131,11 +148,11 @@ def test_a_dead_server_fails_open_and_is_counted() -> None:
     store = dead_store(errors)
     assert store.fetch("s") == (None, False)
     store.save("s", SessionState(plan={}))
-    store.update_calibration("s", 1.5)
+    store.observe("s", Observed(ratio=1.5))
     assert store.lease("s", 1000) == ""
     assert store.recent(5) == []
     assert not store.ping()
-    assert errors == ["load", "save", "update_calibration", "lease", "recent", "ping"]
+    assert errors == ["load", "save", "observe", "lease", "recent", "ping"]
 
 
 def test_a_stuck_server_is_a_failing_one(store: RedisStateStore, redis_server: RedisServer) -> None:

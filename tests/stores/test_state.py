@@ -19,6 +19,7 @@ from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.sqlite_state import SqliteStateStore
 from factrail.stores.state import (
     MAX_ANSWERS,
+    Observed,
     SessionState,
     StateStore,
     StoreConfigError,
@@ -140,8 +141,8 @@ def test_store_contract(kind: str, tmp_path: Path) -> None:
     loaded.plan.clear()  # the caller's copy is its own
     reloaded = store.load("s")
     assert reloaded is not None and reloaded.plan == state.plan
-    store.update_calibration("s", 2.0)
-    store.update_calibration("fresh", 0.8)
+    store.observe("s", Observed(ratio=2.0))
+    store.observe("fresh", Observed(ratio=0.8))
     calibrated = store.load("s")
     assert calibrated is not None and calibrated.calibration == pytest.approx(1.37)
     assert calibrated.plan == state.plan
@@ -220,7 +221,7 @@ def test_sqlite_under_concurrent_threads(tmp_path: Path, caplog: pytest.LogCaptu
                 store.save(session, state)
                 loaded = store.load(session)
                 assert loaded is not None and len(loaded.plan) == 1
-                store.update_calibration(session, 1.0)
+                store.observe(session, Observed(ratio=1.0))
         except BaseException as error:
             with lock:
                 errors.append(error)
@@ -242,7 +243,7 @@ def test_sqlite_corrupt_file_fails_open(tmp_path: Path) -> None:
     store = SqliteStateStore(path)
     assert store.load("s") is None
     store.save("s", sample_state())  # logged and swallowed
-    store.update_calibration("s", 1.2)
+    store.observe("s", Observed(ratio=1.2))
     assert not store.ping()
     store.close()
 
@@ -335,12 +336,35 @@ def test_a_turn_never_undoes_a_calibration_that_landed_after_its_load(
     store.save("s", SessionState(plan={}, calibration=1.0))
     turn = store.load("s")  # a turn starts
     assert turn is not None
-    store.update_calibration("s", 2.0)  # the previous answer's usage arrives meanwhile
+    store.observe("s", Observed(ratio=2.0))  # the previous answer's usage arrives meanwhile
     turn.compactions = 3
     store.save("s", turn)  # the turn ends with the calibration it loaded
     saved = store.load("s")
     assert saved is not None and saved.compactions == 3
     assert saved.calibration == pytest.approx(1.3)
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_a_session_s_cache_reach_is_blended_and_kept_by_saves(kind: str, tmp_path: Path) -> None:
+    """The reach a compaction turn measured prices the session's next compactions on every
+    worker: the store averages each measurement with the last, and a turn's save (which
+    loaded before the measurement landed) never undoes it."""
+    store = FACTORIES[kind](tmp_path, Clock())
+    store.save("s", SessionState(plan={}))
+    turn = store.load("s")
+    assert turn is not None and turn.reach is None
+    store.observe("s", Observed(reach=0.2))
+    store.observe("s", Observed(ratio=2.0, reach=1.0))  # both in one answer
+    store.observe("s", Observed(reach=float("nan")))  # ignored
+    store.save("s", turn)
+    saved = store.load("s")
+    assert saved is not None and saved.reach == pytest.approx(0.6)
+    assert saved.calibration == pytest.approx(2.0)
+    store.observe("s", Observed(reach=3.0))  # clamped to all of it
+    assert store.load("s").reach == pytest.approx(0.8)  # type: ignore[union-attr]
+    store.observe("fresh", Observed(reach=0.0))
+    fresh = store.load("fresh")
+    assert fresh is not None and fresh.reach == 0.0 and fresh.calibration is None
 
 
 def stored_keys(path: Path) -> set[str]:
