@@ -13,7 +13,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, Protocol
@@ -116,6 +116,9 @@ class Prepared:
     chained: bool = False
     """A later request may continue the answer's id on the provider's side (every Responses
     request; an Anthropic one that keeps a thread): the id is remembered for its session."""
+    observe: Callable[[], None] | None = None
+    """What the answer's usage taught the session, to store once the answer is out (state
+    store I/O, run off the event loop)."""
 
 
 class Links(Protocol):
@@ -186,10 +189,12 @@ class Gateway:
     async def serve(self, scope: Scope, receive: Receive, send: Send, route: Route) -> None:
         """Proxy one request end to end and answer it; count and log it once answered.
 
-        Nothing but the answer runs between the upstream's response and the client.
+        Nothing but the answer runs between the upstream's response and the client: what its
+        usage taught the session is stored after, off the event loop.
         """
         start = time.perf_counter()
-        response, outcome, result = await self._respond(Request(scope, receive), route, start)
+        response, outcome, prepared = await self._respond(Request(scope, receive), route, start)
+        result = prepared.result if prepared is not None else None
         ms = round((time.perf_counter() - start) * 1000, 2)
         try:
             await response(scope, receive, send)
@@ -213,11 +218,17 @@ class Gateway:
                     result.after_answer()
                 except Exception:
                     log.warning("could not queue the turn's preparation", exc_info=True)
+        if prepared is not None and prepared.observe is not None:
+            try:
+                await asyncio.to_thread(prepared.observe)
+            except Exception:
+                log.warning("usage calibration failed", exc_info=True)
 
     async def _respond(
         self, request: Request, route: Route, start: float
-    ) -> tuple[Answer, str, TurnResult | None]:
-        """The response, the outcome and the compaction result of one request; never raises."""
+    ) -> tuple[Answer, str, Prepared | None]:
+        """The response, the outcome and what the compaction step did for one request (None:
+        it did not get that far); never raises."""
         try:
             if has_dot_segment(_raw_path(request.scope)):
                 raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
@@ -228,7 +239,7 @@ class Gateway:
             return _error(route, exc.status, exc.message, exc.code), "rejected", None
         except ClientDisconnect:
             return Response(status_code=499), "client-gone", None
-        return response, prepared.outcome, prepared.result
+        return response, prepared.outcome, prepared
 
     async def _read_body(self, request: Request) -> bytes:
         limit = self.settings.max_body_bytes
@@ -380,8 +391,8 @@ class Gateway:
 
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
         """Count the usage the upstream reported; for a session, remember which session an id
-        a later request may continue answered, watch its cache reads and calibrate its token
-        estimate."""
+        a later request may continue answered, watch its cache reads, and leave what calibrates
+        its token estimate and prices its compactions for `serve` to store (`Prepared.observe`)."""
         usage = reader.usage
         if usage is not None:
             self.metrics.record_usage(usage, round(usage.prompt * prepared.removed_share))
@@ -408,14 +419,14 @@ class Gateway:
             reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
             if reach is not None:
                 self.metrics.cache_reach.observe(reach)
-        if self.engine is None or result is None:
-            return
-        try:
-            self.engine.compactor.observe_usage(
-                session, usage.prompt, result.estimated_sent, reach=reach
+        if self.engine is not None and result is not None:
+            prepared.observe = partial(
+                self.engine.compactor.observe_usage,
+                session,
+                usage.prompt,
+                result.estimated_sent,
+                reach=reach,
             )
-        except Exception:
-            log.warning("usage calibration failed", exc_info=True)
 
 
 def _stream_shape(route: Route, content_type: str) -> StreamShape | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,8 @@ class ScriptedCompactor:
     after_answer_fails: bool = False
     reaches: list[float | None] = field(default_factory=list)
     """The cache reach each `observe_usage` was told a compaction turn measured."""
+    threads: dict[str, int] = field(default_factory=dict)
+    """The thread each of `compact` and `observe_usage` last ran on."""
     lasts: list[bool] = field(default_factory=list)
     """Whether each call was told the provider is asked to summarize the transcript."""
     tokens_after: int = 250
@@ -64,6 +67,7 @@ class ScriptedCompactor:
         last: bool = False,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
+        self.threads["compact"] = threading.get_ident()
         self.lasts.append(last)
         self.windows.append(window)
         self.cache_ttls.append(cache_ttl_s)
@@ -105,6 +109,7 @@ class ScriptedCompactor:
         self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
     ) -> None:
         self.usage.append((session, prompt_tokens, estimated_tokens))
+        self.threads["observe_usage"] = threading.get_ident()
         self.reaches.append(reach)
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:

@@ -244,6 +244,21 @@ def test_the_upstreams_usage_is_counted_by_kind_and_calibrates_the_session(
     assert removed == 3 * sum(expected)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_what_usage_teaches_is_stored_off_the_event_loop(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor, stream: bool
+) -> None:
+    """The state store's write (SQLite waiting on another worker's lock, Redis on the network)
+    never runs on the event loop, which serves every other request and stream meanwhile."""
+    body = {"choices": [], "usage": CHAT_USAGE}
+    answer = streamed(chat_stream(CHAT_USAGE)) if stream else httpx.Response(200, json=body)
+    router.post(CHAT).mock(return_value=answer)
+    with client.stream("POST", "/v1/chat/completions", json=chat(stream=stream)) as r:
+        r.read()
+    assert [u[1] for u in compactor.usage] == [1000]
+    assert compactor.threads["observe_usage"] != compactor.threads["compact"]
+
+
 def test_a_stream_without_usage_counts_nothing_and_leaves_the_estimate_alone(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
