@@ -68,6 +68,7 @@ DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
     "claude-sonnet-5": 1_000_000,
     "claude-haiku-5": 1_000_000,
     "claude-fable": 1_000_000,
+    "claude-mythos-5": 1_000_000,
     "gemini": 1_048_576,
     "deepseek": 128_000,
     "qwen": 128_000,
@@ -75,7 +76,8 @@ DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
     "mistral": 128_000,
 }
 """Model-name prefix → context window in tokens (longest prefix wins); overridable. Claude's
-windows are 1M from Opus and Sonnet 4.6 on (every current model but Haiku 4.5); OpenAI's
+windows are 1M from Opus and Sonnet 4.6 on (every current model but Haiku 4.5; Mythos 5 has
+Fable 5's); OpenAI's
 GPT-5.6 and GPT-6 families take 922K input tokens of their 1.05M."""
 KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
 """A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: clamped inside."""

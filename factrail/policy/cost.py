@@ -64,15 +64,20 @@ ANTHROPIC = Prices(cached=0.1, write=1.25)
 ANTHROPIC_LONG_WRITE = 2.0
 """Anthropic writes entries of its one-hour cache at twice the input price."""
 ANTHROPIC_BY_MODEL = {
+    "claude-fable-5-1": Prices(cached=0.025, write=1.25),
+    "claude-mythos-5-1": Prices(cached=0.025, write=1.25),
+    "claude-fable-5-2": Prices(cached=0.025, write=1.25),
+    "claude-mythos-5-2": Prices(cached=0.025, write=1.25),
     "claude-opus-5-5": Prices(cached=0.05, write=1.25),
     "claude-sonnet-5-5": Prices(cached=0.05, write=1.25),
     "claude-haiku-5-5": Prices(
         cached=0.1, write=1.25, long_context=100_000, long_context_factor=5.0
     ),
 }
-"""Claude models whose prices differ from `ANTHROPIC` (longest prefix wins): Opus 5.5 and
-Sonnet 5.5 (since 2026-10-07) read the cache at 0.05 of input; Haiku 5.5 bills a prompt past
-100K tokens at five times its prices, all of it."""
+"""Claude models whose prices differ from `ANTHROPIC` (longest prefix wins): Fable and Mythos
+5.1 and 5.2 read the cache at 0.025 of input ($0.25 of $10, $0.20 of $8), Opus 5.5 and Sonnet
+5.5 (since 2026-10-07) at 0.05; Haiku 5.5 bills a prompt past 100K tokens at five times its
+prices, all of it."""
 NO_CACHE = Prices(cached=1.0, write=1.0)
 OPENAI_BY_MODEL = {
     "gpt-4o": Prices(cached=0.5, write=1.0),

@@ -42,13 +42,18 @@ def rearm_gap(trigger: int, rearm: int) -> int:
 
 
 def by_prefix(model: str, table: Mapping[str, V]) -> V | None:
-    """The value for `model` by longest matching prefix (case-insensitive, `provider/` dropped)."""
+    """The value for `model` by longest matching prefix (case-insensitive, `provider/` dropped).
+    A prefix never splits a number: `claude-fable-5-2` is not a prefix of the dated
+    `claude-fable-5-20260609`, whose longest prefix is `claude-fable-5`."""
     name = model.rsplit("/", 1)[-1].lower()
     best: tuple[int, V] | None = None
     for prefix, value in table.items():
         p = prefix.lower()
-        if name.startswith(p) and (best is None or len(p) > best[0]):
-            best = (len(p), value)
+        if not name.startswith(p) or (best is not None and len(p) <= best[0]):
+            continue
+        if p and p[-1].isdigit() and name[len(p) : len(p) + 1].isdigit():
+            continue
+        best = (len(p), value)
     return best[1] if best else None
 
 

@@ -56,6 +56,10 @@ def test_claude_s_prices_by_model() -> None:
     assert prices("anthropic", "claude-sonnet-5-5-20260915") == Prices(cached=0.05, write=1.25)
     # The one-hour cache writes at twice the input price whatever the read price.
     assert prices("anthropic", "claude-opus-5-5", ttl_s=3600) == Prices(cached=0.05, write=2.0)
+    fable = Prices(cached=0.025, write=1.25)  # $0.25 of $10; 5.2: $0.20 of $8
+    for model in ("claude-fable-5-1", "claude-mythos-5-1", "claude-fable-5-2-20261110"):
+        assert prices("anthropic", model) == fable
+    assert prices("anthropic", "claude-fable-5-20260609") == ANTHROPIC  # Fable 5, dated
     haiku = prices("anthropic", "claude-haiku-5-5")
     assert haiku.tier(100_000) == 1.0 and haiku.tier(100_001) == 5.0
     # Cheaper reads make a compaction's saving worth less: about twice the turns to pay back.

@@ -86,6 +86,11 @@ def test_by_prefix() -> None:
     assert by_prefix("b", table) is None
     assert by_prefix("a/b", table) is None  # only the part after the last `/` is matched
     assert by_prefix("abc", {}) is None
+    dated = {"claude-fable-5": "5", "claude-fable-5-2": "5.2"}
+    assert by_prefix("claude-fable-5-20260609", dated) == "5"  # a prefix never splits a number
+    assert by_prefix("claude-fable-5-2", dated) == "5.2"
+    assert by_prefix("claude-fable-5-2-20261110", dated) == "5.2"
+    assert by_prefix("qwen2.5-coder", {"qwen": 1}) == 1  # a name's number after letters
 
 
 def test_smallest() -> None:
