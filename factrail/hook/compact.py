@@ -69,6 +69,8 @@ class Request:
     """What a `compact` request says, read and checked."""
 
     session: str
+    model: str
+    """The session's model, when the plugin says (its prompt-cache prices); else ""."""
     trigger: str
     agent: str | None
     cause: str | None
@@ -94,6 +96,7 @@ def read(request: Mapping[str, Any]) -> Request:
     usage = section(request, "usage")
     return Request(
         session=text(session.get("id")) or "unknown",
+        model=text(session.get("model")) or MODEL,
         trigger=text(session.get("trigger")) or "auto",
         agent=text(session.get("agentId")) or None,
         cause=text(session.get("cause")),
@@ -233,6 +236,7 @@ async def _compact(
                 "trigger_tokens": trigger,
                 "trigger_percent": 0.0,
                 "trigger_by_model": {},
+                # keyed "": the window Claude Code reports holds for whatever the model
                 "context_windows": {MODEL: round(req.window)} if req.window else {},
                 # Claude Code's models bill by Anthropic's prompt-cache prices
                 "price_profile": "anthropic"
@@ -257,7 +261,7 @@ async def _compact(
             result = await compactor.compact(
                 key,
                 req.doc,
-                model=MODEL,
+                model=req.model,
                 extra_tokens=extra,
                 evidence=Evidence(continued=continued(None, req.messages)),
                 cache_ttl_s=options.ttl_s,  # `cacheTtlSeconds`: an hour prices writes at 2x

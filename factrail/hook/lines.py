@@ -10,7 +10,8 @@ from factrail.hook.options import HookOptions
 from factrail.policy.trigger import Trigger
 
 MODEL = ""
-"""The hook knows the window, not the model: the window table has one entry for every name."""
+"""The key of the window Claude Code reports: a prefix of every model name, so it is the window
+whatever the session's model (which only prices the compaction)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,8 @@ type Io = {
 }
 
 const why = (error: unknown): string => lastLine(error instanceof Error ? error.message : String(error))
+/** The session's model as the host names it (it prices a compaction), or null. */
+const named = (model: unknown): string | null => (typeof model === 'string' && model !== '' ? model : null)
 
 /** `factrail hook taint` for one call or skill; never throws, never blocks the call. */
 async function markTaint(io: Io, options: PluginOptions, tool: string | null, skill: string | null): Promise<void> {
@@ -175,7 +177,7 @@ export const register: Register = (on, options) => {
       const request = {
         protocol: 1,
         config: options,
-        session: { id: session, cwd: await $.session.cwd(), trigger, agentId: e.agentId ?? null, ...(cause ? { cause } : {}) },
+        session: { id: session, cwd: await $.session.cwd(), model: await $.session.model().then(named, () => null), trigger, agentId: e.agentId ?? null, ...(cause ? { cause } : {}) },
         instructions: e.instructions ?? null,
         messages: messages.map(wireMessage),
         usage: { tokens: context.tokens ?? null, window: context.window ?? null },

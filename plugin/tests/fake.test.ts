@@ -31,7 +31,7 @@ describe('session.compact', () => {
     // every option travels as Claude Code hands it over: unset ones as ''
     expect(req['config']['binary']).toBe('factrail')
     expect(req['config']['backend']).toBe('')
-    expect(req['session']).toEqual({ id: SID, cwd: '/work/project', trigger: 'manual', agentId: null })
+    expect(req['session']).toEqual({ id: SID, cwd: '/work/project', model: 'claude-fable-5-1', trigger: 'manual', agentId: null })
     expect(req['instructions']).toBe(null)
     expect(req['usage']).toEqual({ tokens: 190_000, window: 200_000 })
     expect(req['store']).toEqual({ enabled: null, taint: null })
@@ -178,7 +178,7 @@ describe('turn.complete', () => {
     expect(req['store']).toEqual({ taint: null, enabled: null })
     expect(req['now']).toBe(NOW)
     // the compaction it started says why
-    expect(sentTo(w, 'compact')[0]?.request['session']).toEqual({ id: SID, cwd: '/work/project', trigger: 'plugin', agentId: null, cause: 'threshold' })
+    expect(sentTo(w, 'compact')[0]?.request['session']).toEqual({ id: SID, cwd: '/work/project', model: 'claude-fable-5-1', trigger: 'plugin', agentId: null, cause: 'threshold' })
     expect(w.builtin.length).toBe(1) // the kit hands a plugin's own compaction no trigger
     expect(w.store.get(`taint:${SID}`)).toEqual({ tainted: true, at: NOW })
     expect(w.store.get(`baseline:${SID}`)).toEqual({ pending: true, at: NOW })

@@ -29,6 +29,8 @@ export type World = {
   toasts: string[]
   tokens: number
   window: number
+  /** What `$.session.model()` answers. */
+  model: string
   rateLimits: number
   messages: SessionMessage[]
   clock: MockClock
@@ -41,7 +43,7 @@ const isRaw = (r: Reply): r is Raw => !(r instanceof Error) && ('stdout' in r ||
 
 export function world(on: On, init: Partial<Omit<World, 'clock'>> = {}): World {
   const w: World = {
-    sid: SID, sent: [], store: new Map(), builtin: [], logs: [], toasts: [], tokens: 0, window: 200_000, rateLimits: 0, messages: [],
+    sid: SID, sent: [], store: new Map(), builtin: [], logs: [], toasts: [], tokens: 0, window: 200_000, model: 'claude-fable-5-1', rateLimits: 0, messages: [],
     binary: () => undefined, ...init, clock: mock.clock(on, { now: NOW }),
   }
   on('store.get', (_$, e) => ({ value: w.store.get(e.key) }))
@@ -51,6 +53,7 @@ export function world(on: On, init: Partial<Omit<World, 'clock'>> = {}): World {
   mock.env(on, {})
   on('session.id', () => ({ value: w.sid }))
   on('session.cwd', () => ({ value: '/work/project' }))
+  on('session.model', () => ({ value: w.model }))
   on('session.messages', () => ({ value: w.messages }))
   on('session.usage', () => ({ value: { startedAt: NOW, context: { tokens: w.tokens, window: w.window, percent: Math.round((100 * w.tokens) / w.window) }, rateLimits: Array.from({ length: w.rateLimits }, () => ({})) } }) as never)
   on('process.run', (_$, e) => {

@@ -193,7 +193,7 @@ describe('turn.complete against the real binary', () => {
     await $.turn.complete(TURN_DONE as never)
     expect(sentTo(w, 'turn').length).toBe(1)
     const [compact] = sentTo(w, 'compact')
-    expect(compact?.request['session']).toEqual({ id: 'real-due', cwd: '/work/project', trigger: 'plugin', agentId: null, cause: 'threshold' })
+    expect(compact?.request['session']).toEqual({ id: 'real-due', cwd: '/work/project', model: 'claude-fable-5-1', trigger: 'plugin', agentId: null, cause: 'threshold' })
     expect(w.logs.some((l) => l.startsWith('factrail: turn check failed'))).toBe(false)
     expect(String(w.store.get('last'))).toStartWith('factrail: kept ')
     expect(w.store.get('baseline:real-due')).toEqual({ pending: true, at: NOW })

@@ -156,6 +156,23 @@ def test_the_one_hour_cache_the_options_name_prices_a_plugin_compaction_s_writes
     assert warm["action"] == "install"
 
 
+def test_the_session_s_model_prices_a_plugin_compaction() -> None:
+    """Claude Code names the session's model (`$.session.model()`): on Fable 5.1, whose cache
+    reads cost 0.025 of input, the compaction that pays back at Opus 5's 0.1 does not; a
+    plugin that names no model is priced as Anthropic's default."""
+    sixteen = session(16)
+    usage = {"tokens": 36_000, "window": 1_000_000}
+
+    def on(model: str | None, sid: str) -> Any:
+        named = {"id": sid, "trigger": "plugin", "model": model}
+        return compact(sixteen, trigger="plugin", usage=usage, session=named)
+
+    assert on("claude-opus-5", "opus")["action"] == "install"
+    assert on(None, "unnamed")["action"] == "install"
+    fable = on("claude-fable-5-1", "fable")
+    assert (fable["action"], fable["reason"]) == ("skip", "declined")
+
+
 def test_taint_is_written_once_and_merged_from_the_store() -> None:
     tainted = session(extra=[{"tool_use_id": "e1", "tool": EMAIL, "input": {"q": "x"}}])
     body = compact(tainted)
