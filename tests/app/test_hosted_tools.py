@@ -130,3 +130,38 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
         again = sent[-1]["input"]
         assert json.dumps(again[: len(forwarded)]) == json.dumps(forwarded)
         assert again[len(forwarded) :] == turn(12)
+
+
+def test_history_before_the_providers_compaction_item_goes_as_sent(tmp_path: Path) -> None:
+    """The provider prunes what came before its latest `compaction` item: a stateless loop
+    that keeps appending sends it anyway, and factrail neither counts it nor reduces it."""
+    sent: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return httpx.Response(200, json={"id": f"resp_{len(sent)}", "output": []})
+
+    router = respx.MockRouter(assert_all_called=False)
+    router.post(f"{UPSTREAM}/responses").mock(side_effect=answer)
+    settings = Settings(
+        upstream_url=UPSTREAM, trigger_tokens=6000, outputs_dir=str(tmp_path),
+        price_profile="none", record_decisions=False, min_cut_chars=0,
+    )  # fmt: skip
+    upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
+    app = create_app(settings, client=upstream, state=MemoryStateStore(),
+                     engine_factory=default_engine)  # fmt: skip
+    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "b3BhcXVl"}
+    history = transcript(12)
+    with TestClient(app) as client:
+        raw = json.dumps({"model": "gpt-4o", "input": [*history, compaction, *turn(12)]})
+        r = client.post("/v1/responses", content=raw, headers={"content-type": "application/json"})
+        assert r.headers["x-factrail"] == "passthrough"
+        assert sent[-1] == raw.encode()
+        live = [item for i in range(12, 24) for item in turn(i)]
+        r = client.post(
+            "/v1/responses", json={"model": "gpt-4o", "input": [*history, compaction, *live]}
+        )
+        assert r.headers["x-factrail"] == "compacted"
+        forwarded = json.loads(sent[-1])["input"]
+        assert forwarded[: len(history) + 1] == [*history, compaction]
+        assert forwarded[len(history) + 1 :] != live
