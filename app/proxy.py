@@ -44,6 +44,7 @@ from app.upstream import (
 )
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
+from factrail.core.formats.responses import asks_compaction
 from factrail.core.tokens import estimate_tokens
 from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, writes_billed
 from factrail.policy.provenance import evidence, previous_id
@@ -294,7 +295,7 @@ class Gateway:
                 evidence=seen,
                 window=requested_window(route.provider, headers),
                 cache_ttl_s=requested_cache_ttl(route.provider, data),
-                last=route.provider == "anthropic" and isinstance(data.get("compaction"), dict),
+                last=_asks_summary(route, data),
             )
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
@@ -427,6 +428,14 @@ class Gateway:
                 result.estimated_sent,
                 reach=reach,
             )
+
+
+def _asks_summary(route: Route, data: Mapping[str, Any]) -> bool:
+    """Whether the request asks the provider to compact its transcript (no turn follows on it):
+    Anthropic's `compaction` parameter, a Responses input ending with a `compaction_trigger`."""
+    if route.provider == "anthropic":
+        return isinstance(data.get("compaction"), dict)
+    return route is RESPONSES and asks_compaction(data.get("input"))
 
 
 def _stream_shape(route: Route, content_type: str) -> StreamShape | None:

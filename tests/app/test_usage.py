@@ -505,11 +505,22 @@ def test_an_anthropic_thread_chains_the_next_request_to_its_session(
 def test_a_request_for_the_providers_summary_is_its_transcripts_last_turn(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
-    """Anthropic's `compaction` parameter asks for a summary in place of the transcript."""
+    """Anthropic's `compaction` parameter asks for a summary in place of the transcript, and so
+    does a Responses `compaction_trigger` item, which must be the input's last."""
     router.post(MESSAGES).mock(return_value=httpx.Response(200, json={"type": "message"}))
     client.post("/v1/messages", json=anthropic_body())
     client.post("/v1/messages", json=anthropic_body(compaction={"type": "summarize"}))
     assert compactor.lasts == [False, True]
+    # a Responses input that ends with a `compaction_trigger` item asks the same
+    router.post(RESPONSES).mock(return_value=httpx.Response(200, json=RESPONSE))
+    items = responses_body()["input"]
+    client.post(
+        "/v1/responses", json=responses_body(input=[*items, {"type": "compaction_trigger"}])
+    )
+    client.post(
+        "/v1/responses", json=responses_body(input=[{"type": "compaction_trigger"}, *items])
+    )
+    assert compactor.lasts == [False, True, True, False]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["body", "stream"])

@@ -4,6 +4,10 @@ Every wire message is one engine message. Text blocks make its text; `tool_use` 
 uses and `tool_result` blocks tool results. Every other block (thinking and its signature,
 redacted thinking, images, documents, server tool blocks) passes through untouched.
 
+A tool the model's own code called (`tool_use` with a `caller` of type `code_execution_…`:
+programmatic tool calling) and its `tool_result` pass through untouched too: only the code's
+output enters the model's context, so they are neither counted nor reduced.
+
 A `compaction` block with a summary is where the provider's own compaction replaced what came
 before: the API drops every block before it, so the message holding the last such block is the
 first one the provider reads (`Document.live`). A block without a summary is a failed
@@ -20,10 +24,18 @@ from factrail.core.model import as_map
 
 FORMAT = "anthropic"
 COMPACTION_BLOCK = "compaction"
+CODE_CALLER = "code_execution"
+"""The prefix of a `caller` type that marks a tool call made by the model's own code."""
 
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def from_code(block: dict[str, Any]) -> bool:
+    """Whether a `tool_use` block is a call the model's code made (programmatic tool calling)."""
+    caller = block.get("caller")
+    return isinstance(caller, dict) and _str(caller.get("type")).startswith(CODE_CALLER)
 
 
 def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
@@ -31,6 +43,7 @@ def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
     if not isinstance(messages, list):
         raise FormatError("Anthropic messages must be a JSON array")
     b = Builder()
+    offstage: set[str] = set()  # calls the model's code made: outside its context
     if system is not None:
         b.system_texts.append(join_text(system))
     for w, msg in enumerate(messages):
@@ -51,7 +64,10 @@ def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
         b.push("assistant" if msg.get("role") == "assistant" else "user", text)
         for k, bl in blocks:
             kind = bl.get("type")
-            if kind == "tool_use":
+            if kind == "tool_use" and from_code(bl):
+                if use_id := _str(bl.get("id")):
+                    offstage.add(use_id)
+            elif kind == "tool_use":
                 inp = bl.get("input")
                 b.add_use(
                     _str(bl.get("id")),
@@ -62,7 +78,7 @@ def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
                 )
             elif kind == COMPACTION_BLOCK and bl.get("content") is not None:
                 b.live = len(b.messages) - 1
-            elif kind == "tool_result":
+            elif kind == "tool_result" and _str(bl.get("tool_use_id")) not in offstage:
                 b.add_result(
                     _str(bl.get("tool_use_id")),
                     (w, "content", k, "content"),

@@ -24,6 +24,11 @@
   server-run `mcp_call` / `web_search_call` / …, unknown items) is opaque: it passes through
   untouched and is never compacted.
 
+A call the model's own program made (`caller: {"type": "program"}`: programmatic tool calling)
+and its output pass through untouched: the program reads the output, only the program's
+result enters the model's context, and the program is replayed from what was sent, so they are
+neither counted nor reduced.
+
 A `compaction` item carries the history the provider's own compaction summarized: the provider
 prunes what came before the latest one, so the first message after it is the first the
 provider reads (`Document.live`).
@@ -63,6 +68,9 @@ LOCAL_SHELL_TEXT_KEYS = ("output", "stdout", "stderr")
 """The string fields of a JSON-object `local_shell_call_output` that hold its text, in order."""
 COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
 """Items standing for the history the provider compacted (encrypted)."""
+COMPACTION_TRIGGER = "compaction_trigger"
+"""The last input item of a request that asks the provider to compact the transcript."""
+PROGRAM_CALLER = "program"
 
 
 def _str(value: Any) -> str:
@@ -159,6 +167,21 @@ def _add_output(b: Builder, w: int, item: dict[str, Any], kind: str) -> None:
         b.add_result(_call_id(item), path, output, is_error=failed)
 
 
+def from_program(item: dict[str, Any]) -> bool:
+    """Whether a call or output item belongs to a call the model's program made."""
+    caller = item.get("caller")
+    return isinstance(caller, dict) and caller.get("type") == PROGRAM_CALLER
+
+
+def asks_compaction(input: Any) -> bool:
+    """Whether a Responses `input` ends with a `compaction_trigger` item."""
+    return bool(input) and isinstance(input, list) and _type(input[-1]) == COMPACTION_TRIGGER
+
+
+def _type(item: Any) -> Any:
+    return item.get("type") if isinstance(item, dict) else None
+
+
 def parse(input: str | list[Any]) -> WireDocument:
     """Parse a Responses `input` (the value itself is the wire document)."""
     b = Builder()
@@ -168,11 +191,16 @@ def parse(input: str | list[Any]) -> WireDocument:
     if not isinstance(input, list):
         raise FormatError("Responses input must be a string or a JSON array")
     last: str | None = None
+    offstage: set[str] = set()  # calls the model's program made: outside its context
     for w, item in enumerate(input):
         if not isinstance(item, dict):
             raise FormatError(f"input item {w} is not an object")
         kind = item.get("type", "message" if "role" in item else None)
-        if kind == "message":
+        cid = _call_id(item)
+        if kind in CALLS | OUTPUTS and (from_program(item) or cid in offstage):
+            if cid:
+                offstage.add(cid)
+        elif kind == "message":
             role = item.get("role")
             text = join_text(item.get("content"))
             if role in ("system", "developer"):
