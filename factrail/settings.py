@@ -164,7 +164,8 @@ class Settings(BaseSettings):
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
     the model's window, at most twice the trigger) must pay back under: `anthropic` (cached
-    reads 0.1×, writes 1.25×, or 2× when the request's markers ask for the one-hour cache),
+    reads 0.1×, or 0.05× on Opus and Sonnet 5.5 and 0.025× on Fable and Mythos 5.1 and 5.2;
+    writes 1.25×, or 2× when the request's markers ask for the one-hour cache),
     `openai` (cached 0.5×, 0.25×, 0.1× or 0.05× by model family; from the GPT-5.6 family on
     writes at 1.25×, and every input token at 2× once a request passes 272K, so a compaction
     that brings one back under that line saves on all of it), `none` (no cache: compact at the
@@ -180,7 +181,9 @@ class Settings(BaseSettings):
     windows against 1's 0.893."""
     model_prices: PriceMap = Field(default_factory=dict)
     """JSON object, model-name prefix → its input prices relative to an uncached input token,
-    over the built-in tables of both profiles (longest prefix wins): `cached` (a cache read),
+    over the built-in tables of both profiles (longest prefix wins; a prefix never splits a
+    number, so `claude-fable-5-2` does not price the dated `claude-fable-5-20260609`): `cached`
+    (a cache read),
     `write` (a cache write, or any token not read from the cache), and optionally
     `long_context` (tokens past which the whole request costs `long_context_factor` times as
     much, 2 unless given). For a model the tables do not know yet, or a price change they
