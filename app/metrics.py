@@ -199,6 +199,20 @@ class Metrics:
             "Turns not compacted that read less of the prompt cache than the session's last.",
             registry=r,
         )
+        self.cache_misses = Counter(
+            p + "upstream_cache_misses",
+            "Prompt-cache misses the upstream diagnosed (Anthropic cache diagnostics), by reason"
+            " and by what factrail did to the turn.",
+            ("reason", "outcome"),
+            registry=r,
+        )
+        self.cache_missed = Counter(
+            p + "upstream_cache_missed_tokens",
+            "Input tokens the upstream says it would have read from its cache had the prefix"
+            " matched the previous request's, by reason and by what factrail did to the turn.",
+            ("reason", "outcome"),
+            registry=r,
+        )
         self.invalidated = Histogram(
             p + "compaction_invalidated_tokens",
             "Tokens from a compaction's first changed message to the end (cache re-read).",
@@ -246,13 +260,17 @@ class Metrics:
         if outcome != "skipped":
             self.preparation_seconds.observe(seconds)
 
-    def record_usage(self, usage: Usage, removed: int) -> None:
-        """One upstream response's reported input, and the tokens factrail kept out of it."""
+    def record_usage(self, usage: Usage, removed: int, outcome: str) -> None:
+        """One upstream response's reported input, the tokens factrail kept out of it, and the
+        upstream's diagnosis of a cache miss on a turn factrail forwarded as `outcome`."""
         self._uncached.inc(usage.uncached)
         self._cached.inc(usage.cached)
         self._cache_write.inc(usage.cache_write)
         if removed > 0:
             self.input_removed.inc(removed)
+        if usage.miss is not None:
+            self.cache_misses.labels(usage.miss.reason, outcome).inc()
+            self.cache_missed.labels(usage.miss.reason, outcome).inc(usage.miss.tokens)
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

@@ -396,7 +396,8 @@ class Gateway:
         its token estimate and prices its compactions for `serve` to store (`Prepared.observe`)."""
         usage = reader.usage
         if usage is not None:
-            self.metrics.record_usage(usage, round(usage.prompt * prepared.removed_share))
+            removed = round(usage.prompt * prepared.removed_share)
+            self.metrics.record_usage(usage, removed, prepared.outcome)
         session = prepared.session
         if session is None:
             return

@@ -13,6 +13,12 @@ provider's own compaction) lists them in `usage.iterations`: its top-level figur
 iteration is billed on top of the top-level figures. Server-side context editing
 (`context_management`) reports the input tokens it cleared before the model saw the prompt
 (`applied_edits[].cleared_input_tokens`): they were sent, but neither billed nor counted.
+
+A client that asks Anthropic for cache diagnostics (`diagnostics.previous_message_id`, as Claude
+Code does) gets, when the prompt cache could not reuse the previous request's prefix, a
+`diagnostics.cache_miss_reason` (in the body, a stream's `message_start` or `message_delta`):
+its `type` and, for a change, the `cache_missed_input_tokens`. Both requests are the ones
+factrail forwarded, so the reason measures what factrail (or the client) changed.
 """
 
 from __future__ import annotations
@@ -34,6 +40,28 @@ prompt."""
 DETAIL_COUNTS = ("cached_tokens", "cache_write_tokens")
 Split = tuple[int, int, int]
 """Input tokens as (uncached, cache read, cache write)."""
+MISS_REASONS = frozenset(
+    {
+        "messages_changed",
+        "system_changed",
+        "tools_changed",
+        "model_changed",
+        "previous_message_not_found",
+        "unavailable",
+    }
+)
+"""Anthropic's `cache_miss_reason` types (any other is counted as `other`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheMiss:
+    """Why the provider's prompt cache could not reuse the previous request's prefix."""
+
+    reason: str
+    """A `MISS_REASONS` type, or `other`."""
+    tokens: int = 0
+    """About how many input tokens would have been read from the cache had the prefix matched
+    (0 where the reason says none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +84,8 @@ class Usage:
     sent."""
     cleared: int = 0
     """Tokens of the prompt as sent that the provider's context editing cleared."""
+    miss: CacheMiss | None = None
+    """The provider's own diagnosis of a prompt-cache miss, when the client asked for one."""
 
     @property
     def prompt(self) -> int:
@@ -84,6 +114,7 @@ class UsageReader:
         self._compaction: Split = (0, 0, 0)
         self._compacted = False
         self._cleared = 0
+        self._miss: CacheMiss | None = None
         self._pending = b""
 
     @property
@@ -102,6 +133,7 @@ class UsageReader:
                 self._sent,
                 self._compacted,
                 self._cleared,
+                self._miss,
             )
         prompt = next((counts[k] for k in OPENAI_KEYS if k in counts), None)
         if prompt is None:
@@ -164,6 +196,9 @@ class UsageReader:
         iterations = usage.get("iterations")
         if isinstance(iterations, list):
             self._read_iterations(iterations)
+        delta = payload.get("delta")
+        for diagnostics in (holder.get("diagnostics"), _field(delta, "diagnostics")):
+            self._read_miss(diagnostics)
         managed = holder.get("context_management")
         edits = managed.get("applied_edits") if isinstance(managed, dict) else None
         if isinstance(edits, list):
@@ -171,6 +206,14 @@ class UsageReader:
                 _tokens(e.get("cleared_input_tokens")) for e in edits if isinstance(e, dict)
             )
             self._cleared = max(self._cleared, cleared)
+
+    def _read_miss(self, diagnostics: Any) -> None:
+        """A `cache_miss_reason` (`null` while the diagnosis is pending: nothing)."""
+        reason = _field(diagnostics, "cache_miss_reason")
+        kind = _field(reason, "type")
+        if isinstance(kind, str):
+            missed = _tokens(_field(reason, "cache_missed_input_tokens"))
+            self._miss = CacheMiss(kind if kind in MISS_REASONS else "other", missed)
 
     def _read_iterations(self, iterations: list[Any]) -> None:
         """The first `message` iteration (the prompt as sent, unless a compaction came
@@ -194,6 +237,11 @@ class UsageReader:
             self._sent = sent
         self._compacted = compacted
         self._compaction = (compaction[0], compaction[1], compaction[2])
+
+
+def _field(value: Any, key: str) -> Any:
+    """`value[key]` of an object, else None."""
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def _tokens(value: Any) -> int:

@@ -552,3 +552,49 @@ def test_tokens_the_providers_context_editing_cleared_count_as_sent(
         r.read()
     assert input_tokens(client) == (5, 700, 40)
     assert compactor.usage == [(compactor.calls[0][0], 745 + 5300, 250)]
+
+
+def test_the_providers_cache_miss_diagnosis_is_counted_by_reason_and_outcome(
+    client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
+) -> None:
+    """A client that asks Anthropic for cache diagnostics (Claude Code does) gets the reason the
+    prompt cache missed: in the body, or in a stream's `message_start` (`null` while pending)
+    and `message_delta`. factrail counts each by reason and by what it did to the turn."""
+    usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 1}
+    changed = {"type": "messages_changed", "cache_missed_input_tokens": 7000}
+    start = {"id": "msg_1", "type": "message", "usage": usage, "diagnostics": None}
+    stream = anthropic_sse(
+        {"type": "message_start", "message": start},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "diagnostics": {"cache_miss_reason": changed}},
+            "usage": usage,
+        },
+        {"type": "message_stop"},
+    )
+
+    def answer(reason: dict[str, Any] | None) -> httpx.Response:
+        diagnostics = None if reason is None else {"cache_miss_reason": reason}
+        body = {"id": "msg_2", "type": "message", "usage": usage, "diagnostics": diagnostics}
+        return httpx.Response(200, json=body)
+
+    answers = iter([
+        answer(changed), streamed(stream), answer({"type": "tools_changed"}),
+        answer({"type": "new_kind"}), answer(None),
+    ])  # fmt: skip
+    router.post(MESSAGES).mock(side_effect=lambda _: next(answers))
+    compactor.outcome = "compacted"
+    client.post("/v1/messages", json=anthropic_body())
+    with client.stream("POST", "/v1/messages", json=anthropic_body(stream=True)) as r:
+        r.read()
+    compactor.outcome = "passthrough"
+    for _ in range(3):
+        client.post("/v1/messages", json=anthropic_body())
+    misses = "factrail_upstream_cache_misses_total"
+    missed = "factrail_upstream_cache_missed_tokens_total"
+    assert metric(client, misses, reason="messages_changed", outcome="compacted") == 2
+    assert metric(client, missed, reason="messages_changed", outcome="compacted") == 14_000
+    assert metric(client, misses, reason="tools_changed", outcome="passthrough") == 1
+    assert metric(client, missed, reason="tools_changed", outcome="passthrough") == 0
+    assert metric(client, misses, reason="other", outcome="passthrough") == 1
+    assert metric(client, misses, reason="messages_changed", outcome="passthrough") == 0
