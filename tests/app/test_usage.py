@@ -557,7 +557,7 @@ def test_tokens_the_providers_context_editing_cleared_count_as_sent(
 def test_the_providers_cache_miss_diagnosis_is_counted_by_reason_and_outcome(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:
-    """A client that asks Anthropic for cache diagnostics (Claude Code does) gets the reason the
+    """A client that asks Anthropic for cache diagnostics (Claude Code can) gets the reason the
     prompt cache missed: in the body, or in a stream's `message_start` (`null` while pending)
     and `message_delta`. factrail counts each by reason and by what it did to the turn."""
     usage = {"input_tokens": 5, "cache_read_input_tokens": 100, "output_tokens": 1}
