@@ -142,9 +142,9 @@ class Asked:
     window: int | None = None
     cache_ttl_s: float | None = None
     last: bool = False
-    """The request asks the provider to summarize the transcript (Anthropic's `compaction`):
-    no turn follows on it, so no compaction pays back, and the summary is made from what is
-    sent."""
+    """The request asks the provider to summarize the transcript (Anthropic's `compaction`, a
+    Responses `compaction_trigger`): no turn follows on it, so no compaction pays back, and the
+    summary is made from what is sent."""
 
 
 @dataclass(frozen=True, slots=True)
