@@ -15,10 +15,10 @@ iteration is billed on top of the top-level figures. Server-side context editing
 (`applied_edits[].cleared_input_tokens`): they were sent, but neither billed nor counted.
 
 A client that asks Anthropic for cache diagnostics (`diagnostics.previous_message_id`; Claude
-Code can, behind a feature gate) gets, when the prompt cache could not reuse the previous request's prefix, a
-`diagnostics.cache_miss_reason` (in the body, a stream's `message_start` or `message_delta`):
-its `type` and, for a change, the `cache_missed_input_tokens`. Both requests are the ones
-factrail forwarded, so the reason measures what factrail (or the client) changed.
+Code can, behind a feature gate) gets, when the prompt cache could not reuse the previous
+request's prefix, a `diagnostics.cache_miss_reason` (in the body, a stream's `message_start` or
+`message_delta`): its `type` and, for a change, the `cache_missed_input_tokens`. Both requests
+are the ones factrail forwarded, so the reason measures what factrail (or the client) changed.
 """
 
 from __future__ import annotations
