@@ -44,10 +44,16 @@ class Compactor(Protocol):
         ...
 
     def observe_usage(
-        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
-    ) -> None:
+        self,
+        session: str,
+        prompt_tokens: int,
+        estimated_tokens: int,
+        reach: float | None = None,
+        cached: int | None = None,
+    ) -> int | None:
         """Calibrate the token estimate from the upstream's reported prompt tokens; keep the
-        cache reach a compaction turn measured (`app.sessions.reach_share`)."""
+        cache reach a compaction turn measured (`app.sessions.reach_share`) and the turn's cache
+        read; the session's previous cache read."""
         ...
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:

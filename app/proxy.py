@@ -27,13 +27,13 @@ from starlette.types import Receive, Scope, Send
 
 from app import openai_marks
 from app.cache_marks import CacheMarks, requested_ttl
-from app.engine import Engine
+from app.engine import Compactor, Engine
 from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
 from app.request_body import Forward, Reject, classify
-from app.sessions import SessionMemory, reach_share
+from app.sessions import SessionMemory, cache_broke, reach_share
 from app.upstream import (
     HeaderRules,
     has_dot_segment,
@@ -42,7 +42,7 @@ from app.upstream import (
     set_cookies,
     upstream_url,
 )
-from app.usage import UsageReader
+from app.usage import Usage, UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.formats.responses import asks_compaction
 from factrail.core.tokens import estimate_tokens
@@ -392,8 +392,8 @@ class Gateway:
 
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
         """Count the usage the upstream reported; for a session, remember which session an id
-        a later request may continue answered, watch its cache reads, and leave what calibrates
-        its token estimate and prices its compactions for `serve` to store (`Prepared.observe`)."""
+        a later request may continue answered, and leave what the answer taught the session
+        (calibration, cache reach, cache read) for `serve` to store (`Prepared.observe`)."""
         usage = reader.usage
         if usage is not None:
             removed = round(usage.prompt * prepared.removed_share)
@@ -408,27 +408,35 @@ class Gateway:
                 loop.run_in_executor(None, self.links.link, reader.response_id, session)
         if usage is None or usage.compacted:  # the provider's compaction: no figure is ours
             return
-        if self.sessions.cache_broke(session, usage.read, prepared.outcome == "compacted"):
-            self.metrics.cache_breaks.inc()
         result = prepared.result
+        compacted = prepared.outcome == "compacted"
         reach = None
-        if (
-            result is not None
-            and prepared.outcome == "compacted"
-            and result.decision in MEASURED
-            and usage.reports_cache
-        ):
+        if result is not None and compacted and result.decision in MEASURED and usage.reports_cache:
             reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
             if reach is not None:
                 self.metrics.cache_reach.observe(reach)
-        if self.engine is not None and result is not None:
+        if self.engine is not None:
+            estimated = result.estimated_sent if result is not None else 0
             prepared.observe = partial(
-                self.engine.compactor.observe_usage,
-                session,
-                usage.prompt,
-                result.estimated_sent,
-                reach=reach,
+                self._observe, self.engine.compactor, session, usage, estimated, reach, compacted
             )
+
+    def _observe(
+        self,
+        compactor: Compactor,
+        session: str,
+        usage: Usage,
+        estimated: int,
+        reach: float | None,
+        compacted: bool,
+    ) -> None:
+        """Store what an answer taught its session (in a thread, once the answer is out) and
+        count a cache break against the session's previous turn, wherever that one ran."""
+        previous = compactor.observe_usage(
+            session, usage.prompt, estimated, reach=reach, cached=usage.read
+        )
+        if cache_broke(previous, usage.read, compacted):
+            self.metrics.cache_breaks.inc()
 
 
 def _asks_summary(route: Route, data: Mapping[str, Any]) -> bool:

@@ -1,11 +1,13 @@
-"""What the gateway remembers of recent sessions, in memory and bounded: which session each
+"""What the gateway remembers of recent answers, in memory and bounded: which session each
 answer id a later request may continue answered (a Responses `previous_response_id`, an Anthropic
-thread's `previous_message_id`) and each session's last cache read; and how a compaction
-turn's cache read measures how far the provider's cache reached (`reach_share`).
+thread's `previous_message_id`); how a compaction turn's cache read measures how far the
+provider's cache reached (`reach_share`); and when a turn's cache read is a cache break
+(`cache_broke`).
 
-Both memories are per process; the chain is also kept in the state store (`StateStore.link`),
-so a chain continued on another worker or replica finds its session there, and so is the reach
-(`StateStore.observe`). Cache reads are compared within each process only.
+The memory is per process; the chain is also kept in the state store (`StateStore.link`), so a
+chain continued on another worker or replica finds its session there. A session's reach and its
+last cache read are kept in the state store alone (`StateStore.observe`): a turn is compared
+with the session's previous one wherever that ran.
 """
 
 from __future__ import annotations
@@ -47,13 +49,11 @@ class Lru(Generic[V]):
 
 
 class SessionMemory:
-    """The gateway's recollection of recent sessions."""
+    """Which session each recent answer id answered."""
 
-    def __init__(self, sessions: int = RECENT_SESSIONS, responses: int = RECENT_RESPONSES) -> None:
+    def __init__(self, responses: int = RECENT_RESPONSES) -> None:
         self.responses: Lru[str] = Lru(responses)
         """Answer id (Responses, Anthropic thread) → the session key of the request it answered."""
-        self.cached: Lru[int] = Lru(sessions)
-        """Session key → the cached input tokens its last answered turn read."""
 
     def answered_by(self, response_id: str) -> str | None:
         """The session whose request the answer `response_id` answered."""
@@ -63,12 +63,11 @@ class SessionMemory:
         """`response_id` answered a request of `session`."""
         self.responses.put(response_id, session)
 
-    def cache_broke(self, session: str, cached: int, compacted: bool) -> bool:
-        """Record a turn's cache read; True when a turn factrail did not compact read less of
-        the cache than the session's previous turn (a session seen first counts nothing)."""
-        previous = self.cached.get(session)
-        self.cached.put(session, cached)
-        return previous is not None and not compacted and cached < previous
+
+def cache_broke(previous: int | None, cached: int, compacted: bool) -> bool:
+    """Whether a turn factrail did not compact read less of the cache (`cached`) than the
+    session's previous turn (`previous`; None: none known, nothing to compare)."""
+    return previous is not None and not compacted and cached < previous
 
 
 def reach_share(cached: int, unchanged: int) -> float | None:

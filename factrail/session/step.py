@@ -261,21 +261,28 @@ class SessionCompactor:
         return transcript_tokens(messages, self._tokens)
 
     def observe_usage(
-        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
-    ) -> None:
+        self,
+        session: str,
+        prompt_tokens: int,
+        estimated_tokens: int,
+        reach: float | None = None,
+        cached: int | None = None,
+    ) -> int | None:
         """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio);
         `reach`: the share of the unchanged prefix a compaction turn read from the provider's
-        cache, which prices the session's next compactions (`_rebilled`). Both are kept in the
-        state store, so every worker and replica prices the session alike."""
+        cache, which prices the session's next compactions (`_rebilled`); `cached`: what the
+        turn read from the cache. All are kept in the state store, so every worker and replica
+        sees the session alike. Returns the session's previous cache read (None: unknown)."""
         ratio = (
             prompt_tokens / estimated_tokens if prompt_tokens > 0 and estimated_tokens > 0 else None
         )
-        if ratio is None and reach is None:
-            return
+        if ratio is None and reach is None and cached is None:
+            return None
         try:
-            self.state.observe(session, Observed(ratio, reach))
+            return self.state.observe(session, Observed(ratio, reach, cached))
         except Exception:  # a refinement: never fail the answer for it
             log.warning("could not store what a session's usage taught", exc_info=True)
+            return None
 
     async def settled(self) -> None:
         """Wait for the background preparations started so far (tests, shutdown)."""

@@ -54,15 +54,17 @@ class MemoryStateStore:
                 replace(kept, updated_ms=int(self._clock() * 1000))
             )
 
-    def observe(self, session: str, observed: Observed) -> None:
-        """Blend what an answer's usage taught into the session (creating it if needed)."""
+    def observe(self, session: str, observed: Observed) -> int | None:
+        """Blend what an answer's usage taught into the session (creating it if needed); the
+        cache read it replaced."""
         with self._lock:
             blob = self._states.get(session)
             state = decode_state(blob) if blob is not None else None
             state = state or SessionState(plan={})
-            take_observed(state, observed)
+            previous = take_observed(state, observed)
             state.updated_ms = int(self._clock() * 1000)
             self._states[session] = encode_state(state)
+            return previous
 
     def recent(self, limit: int) -> list[tuple[str, int]]:
         """The most recently updated sessions, newest first: `(key, updated_ms)`."""

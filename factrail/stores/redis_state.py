@@ -7,7 +7,8 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
   session's record lives at least as long as its saved outputs (`taint_keep_seconds`);
 - `<p>c:<session>` and `<p>reach:<session>`: the calibration ratio and the cache reach, each
   blended atomically in the server by a script (a turn's save never undoes one that landed
-  after its load);
+  after its load); `<p>read:<session>`: the last answered turn's cache read, swapped by
+  `SET … GET` (Redis 6.2 or later, any Valkey);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
   Anthropic threads);
@@ -117,6 +118,9 @@ class RedisStateStore:
     def _reach_key(self, session: str) -> str:
         return f"{self.prefix}reach:{session}"
 
+    def _read_key(self, session: str) -> str:
+        return f"{self.prefix}read:{session}"
+
     def _lease_key(self, session: str) -> str:
         return f"{self.prefix}l:{session}"
 
@@ -138,19 +142,26 @@ class RedisStateStore:
         any error and for a record it cannot decode."""
 
         def run() -> tuple[SessionState | None, bool]:
-            blob, ratio, share = self._client.mget(
-                [self._state_key(session), self._calibration_key(session), self._reach_key(session)]
+            blob, ratio, share, read = self._client.mget(
+                [
+                    self._state_key(session),
+                    self._calibration_key(session),
+                    self._reach_key(session),
+                    self._read_key(session),
+                ]
             )
             calibration, reach = _number(ratio, CALIBRATION_RANGE), _number(share, REACH_RANGE)
+            cached = _read(read)
             if blob is None:
-                if calibration is None and reach is None:
+                if calibration is None and reach is None and cached is None:
                     return None, True
-                return SessionState(plan={}, calibration=calibration, reach=reach), True
+                return SessionState({}, calibration=calibration, reach=reach, cached=cached), True
             state = decode_state(blob)
             if state is None:
                 return None, False
             state.calibration = calibration if calibration is not None else state.calibration
             state.reach = reach if reach is not None else state.reach
+            state.cached = cached if cached is not None else state.cached
             return state, True
 
         failed: tuple[SessionState | None, bool] = (None, False)
@@ -163,7 +174,9 @@ class RedisStateStore:
 
         def run() -> None:
             now = self._now_ms()
-            blob = encode_state(replace(state, calibration=None, reach=None, updated_ms=now))
+            blob = encode_state(
+                replace(state, calibration=None, reach=None, cached=None, updated_ms=now)
+            )
             tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
             keep = self.taint_keep_ms if tainted else self.ttl_ms
             pipe = self._client.pipeline(transaction=True)
@@ -175,6 +188,7 @@ class RedisStateStore:
                 if value is not None and math.isfinite(value):
                     pipe.set(key, repr(value), px=keep, nx=True)
                 pipe.pexpire(key, keep)
+            pipe.pexpire(self._read_key(session), keep)
             pipe.zadd(self._recent_key, {session: now})
             pipe.execute()
             with self._lock:
@@ -185,8 +199,9 @@ class RedisStateStore:
 
         self._run("save", run, None)
 
-    def observe(self, session: str, observed: Observed) -> None:
-        """Blend what an answer's usage taught into the session atomically, in the server."""
+    def observe(self, session: str, observed: Observed) -> int | None:
+        """Blend what an answer's usage taught into the session atomically, in the server; the
+        cache read it replaced."""
         blends: list[tuple[str, float, tuple[float, float], float]] = []
         ratio, reach = observed.ratio, observed.reach
         if ratio is not None and math.isfinite(ratio) and ratio > 0:
@@ -194,10 +209,11 @@ class RedisStateStore:
             blends.append((key, ratio, CALIBRATION_RANGE, CALIBRATION_WEIGHT))
         if reach is not None and math.isfinite(reach):
             blends.append((self._reach_key(session), reach, REACH_RANGE, REACH_WEIGHT))
-        if not blends:
-            return
+        cached = observed.cached if observed.cached is not None and observed.cached >= 0 else None
+        if not blends and cached is None:
+            return None
 
-        def run() -> None:
+        def run() -> int | None:
             now = self._now_ms()
             pipe = self._client.pipeline(transaction=False)
             for key, value, (low, high), weight in blends:
@@ -205,9 +221,12 @@ class RedisStateStore:
                     repr(value), self.ttl_ms, low, high, weight, now, session
                 ]  # fmt: skip
                 self._blend(keys=[key, self._recent_key], args=args, client=pipe)
-            pipe.execute()
+            if cached is not None:
+                pipe.set(self._read_key(session), cached, px=self.ttl_ms, get=True)
+            replies = pipe.execute()
+            return _read(replies[-1]) if cached is not None else None
 
-        self._run("observe", run, None)
+        return self._run("observe", run, None)
 
     def lease(self, session: str, ttl_ms: int) -> str | None:
         """The session's lease for `ttl_ms`, shared by every replica: its token; None while
@@ -301,6 +320,17 @@ def redact_url(url: str) -> str:
     port = f":{parts.port}" if parts.port else ""
     user = f"{parts.username}:***@" if parts.username else ":***@"
     return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def _read(value: Any) -> int | None:
+    """A stored cache read (None: absent or unreadable)."""
+    if value is None:
+        return None
+    try:
+        number = int(_text(value))
+    except ValueError:
+        return None
+    return number if number >= 0 else None
 
 
 def _number(value: Any, bounds: tuple[float, float]) -> float | None:

@@ -146,11 +146,11 @@ class SqliteStateStore:
 
         self._run("save", run, None)
 
-    def observe(self, session: str, observed: Observed) -> None:
+    def observe(self, session: str, observed: Observed) -> int | None:
         """Blend what an answer's usage taught into the session atomically (creating it if
-        needed)."""
+        needed); the cache read it replaced."""
 
-        def run(conn: sqlite3.Connection) -> None:
+        def run(conn: sqlite3.Connection) -> int | None:
             now = self._now_ms()
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -161,15 +161,16 @@ class SqliteStateStore:
                 if row is not None and row[0] >= now - self.ttl_ms:
                     state = decode_state(row[1])
                 state = state or SessionState(plan={})
-                take_observed(state, observed)
+                previous = take_observed(state, observed)
                 state.updated_ms = now
                 conn.execute(_UPSERT, (session, now, encode_state(state)))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            return previous
 
-        self._run("observe", run, None)
+        return self._run("observe", run, None)
 
     def recent(self, limit: int) -> list[tuple[str, int]]:
         """The most recently updated live sessions, newest first: `(key, updated_ms)`."""

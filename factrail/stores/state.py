@@ -71,6 +71,9 @@ class SessionState:
     reach: float | None = None
     """The share of the unchanged prefix the provider read from its cache on the session's
     compactions, smoothed (None: never measured)."""
+    cached: int | None = None
+    """The input tokens the session's last answered turn read from the provider's cache (None:
+    none reported yet)."""
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -91,9 +94,10 @@ class StateStore(Protocol):
     def load(self, session: str) -> SessionState | None: ...
     def fetch(self, session: str) -> tuple[SessionState | None, bool]: ...
     def save(self, session: str, state: SessionState) -> None: ...
-    def observe(self, session: str, observed: Observed) -> None:
+    def observe(self, session: str, observed: Observed) -> int | None:
         """Blend what an answer's usage taught into the session atomically (creating it if
-        needed); a `save` never undoes it."""
+        needed); a `save` never undoes it. Returns the cache read it replaced (None: it brings
+        none, there was none, or the store failed)."""
         ...
 
     def lease(self, session: str, ttl_ms: int) -> str | None:
@@ -157,6 +161,8 @@ class Observed:
     reach: float | None = None
     """The share of the unchanged prefix a compaction turn read from the provider's cache
     (`SessionState.reach`)."""
+    cached: int | None = None
+    """The input tokens the turn read from the provider's cache (`SessionState.cached`)."""
 
 
 def blend(
@@ -180,20 +186,24 @@ def smooth_calibration(previous: float | None, ratio: float) -> float | None:
     return blend(previous, ratio, CALIBRATION_RANGE, CALIBRATION_WEIGHT)
 
 
-def take_observed(state: SessionState, observed: Observed) -> None:
-    """Blend `observed` into `state`."""
+def take_observed(state: SessionState, observed: Observed) -> int | None:
+    """Blend `observed` into `state`; the cache read it replaced (None: it brings none)."""
     if observed.ratio is not None:
         state.calibration = smooth_calibration(state.calibration, observed.ratio)
     if observed.reach is not None:
         state.reach = blend(state.reach, observed.reach, REACH_RANGE, REACH_WEIGHT)
+    if observed.cached is None or observed.cached < 0:
+        return None
+    previous, state.cached = state.cached, observed.cached
+    return previous
 
 
 def keep_observed(state: SessionState, stored: SessionState | None) -> SessionState:
-    """`state` as a `save` writes it over `stored`: with the stored calibration and reach,
-    which only `observe` writes (a turn never undoes what landed after its load)."""
+    """`state` as a `save` writes it over `stored`: with the stored calibration, reach and
+    cache read, which only `observe` writes (a turn never undoes what landed after its load)."""
     if stored is None:
         return state
-    return replace(state, calibration=stored.calibration, reach=stored.reach)
+    return replace(state, calibration=stored.calibration, reach=stored.reach, cached=stored.cached)
 
 
 def encode_state(state: SessionState) -> bytes:
@@ -211,6 +221,7 @@ def encode_state(state: SessionState) -> bytes:
             "taint": state.taint,
             "calibration": state.calibration,
             "reach": state.reach,
+            "cached": state.cached,
             "answers": answers,
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
@@ -252,6 +263,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         taint=taint if isinstance(taint, dict) else None,
         calibration=float(calibration) if _is_number(calibration) else None,
         reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
+        cached=_int_or_none(raw.get("cached")),
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),

@@ -21,6 +21,7 @@ from factrail.session import TurnResult, session_key
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
+from factrail.stores.state import Observed
 
 UPSTREAM = "http://upstream.test/v1"
 
@@ -47,6 +48,9 @@ class ScriptedCompactor:
     """The cache reach each `observe_usage` was told a compaction turn measured."""
     threads: dict[str, int] = field(default_factory=dict)
     """The thread each of `compact` and `observe_usage` last ran on."""
+    state: MemoryStateStore = field(default_factory=MemoryStateStore)
+    """Where `observe_usage` keeps each session's cache read (share one between two compactors
+    to play two workers of one store)."""
     lasts: list[bool] = field(default_factory=list)
     """Whether each call was told the provider is asked to summarize the transcript."""
     tokens_after: int = 250
@@ -106,11 +110,19 @@ class ScriptedCompactor:
         )
 
     def observe_usage(
-        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
-    ) -> None:
-        self.usage.append((session, prompt_tokens, estimated_tokens))
+        self,
+        session: str,
+        prompt_tokens: int,
+        estimated_tokens: int,
+        reach: float | None = None,
+        cached: int | None = None,
+    ) -> int | None:
+        """Records the call; keeps the cache read in `state`, as the real step does."""
+        if prompt_tokens > 0 and estimated_tokens > 0:
+            self.usage.append((session, prompt_tokens, estimated_tokens))
         self.threads["observe_usage"] = threading.get_ident()
         self.reaches.append(reach)
+        return self.state.observe(session, Observed(reach=reach, cached=cached))
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         """A flat 1000: what `compact` reports as the tokens before its compaction."""

@@ -426,9 +426,17 @@ class Recording:
         return result
 
     def observe_usage(
-        self, session: str, prompt_tokens: int, estimated_tokens: int, reach: float | None = None
-    ) -> None:
-        self.inner.observe_usage(session, prompt_tokens, estimated_tokens, reach)
+        self,
+        session: str,
+        prompt_tokens: int,
+        estimated_tokens: int,
+        reach: float | None = None,
+        cached: int | None = None,
+    ) -> int | None:
+        previous: int | None = self.inner.observe_usage(
+            session, prompt_tokens, estimated_tokens, reach, cached
+        )
+        return previous
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         tokens: int = self.inner.transcript_tokens(messages)

@@ -315,6 +315,39 @@ def test_a_turn_not_compacted_that_reads_less_cache_is_a_cache_break(
     assert turn("passthrough", session="two") == 1  # another session, seen first
 
 
+def test_a_cache_break_is_judged_against_the_sessions_previous_turn_on_any_worker(
+    settings: Settings, router: respx.MockRouter, outputs: OutputStore
+) -> None:
+    """Two workers share the state store, and a session's turns alternate between them: each
+    turn is compared with the session's previous turn, not with the last one its worker saw
+    (which, before a compaction elsewhere, read more than the session now can)."""
+    shared = ScriptedCompactor()
+    workers = [ScriptedCompactor(state=shared.state), ScriptedCompactor(state=shared.state)]
+    cached = iter([1000, 300, 500, 200])
+
+    def answer(_: httpx.Request) -> httpx.Response:
+        usage = {"prompt_tokens": 3000, "prompt_tokens_details": {"cached_tokens": next(cached)}}
+        return httpx.Response(200, json={"usage": usage})
+
+    router.post(CHAT).mock(side_effect=answer)
+    with (
+        make_client(settings, router, workers[0], outputs) as a,
+        make_client(settings, router, workers[1], outputs) as b,
+    ):
+
+        def turn(client: TestClient, worker: ScriptedCompactor, outcome: str) -> None:
+            worker.outcome = outcome
+            headers = {"x-factrail-session": "s"}
+            client.post("/v1/chat/completions", json=chat(), headers=headers)
+
+        turn(a, workers[0], "passthrough")  # 1000
+        turn(b, workers[1], "compacted")  # 300: the compaction's own cost, no break
+        turn(a, workers[0], "passthrough")  # 500 after 300: no break (A last saw 1000)
+        turn(b, workers[1], "passthrough")  # 200 after 500: a break
+        assert metric(a, "factrail_cache_breaks_total") == 0
+        assert metric(b, "factrail_cache_breaks_total") == 1
+
+
 def test_a_compaction_turn_measures_how_far_the_providers_cache_reached(
     client: TestClient, router: respx.MockRouter, compactor: ScriptedCompactor
 ) -> None:

@@ -102,6 +102,18 @@ def test_the_cache_reach_is_blended_in_the_server_and_a_save_keeps_it(
     assert fresh is not None and fresh.reach == 0.0 and fresh.plan == {}
 
 
+def test_a_turn_s_cache_read_is_swapped_in_the_server(store: RedisStateStore) -> None:
+    assert store.observe("s", Observed(cached=1000)) is None
+    turn = store.load("s")
+    assert turn is not None and turn.cached == 1000
+    assert store.observe("s", Observed(ratio=1.5, reach=0.5, cached=300)) == 1000
+    store.save("s", turn)  # a turn that loaded before
+    loaded = store.load("s")
+    assert loaded is not None and loaded.cached == 300 and loaded.reach == 0.5
+    assert store.observe("s", Observed(ratio=1.5)) is None  # no read: nothing swapped
+    assert store.observe("s", Observed(cached=0)) == 300
+
+
 def test_concurrent_calibrations_all_land(store: RedisStateStore) -> None:
     """Forty concurrent updates of the same ratio from eight threads: every one is blended."""
     store.observe("s", Observed(ratio=2.0))

@@ -345,6 +345,21 @@ def test_a_turn_never_undoes_a_calibration_that_landed_after_its_load(
 
 
 @pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_a_turn_s_cache_read_replaces_the_last_and_is_returned(kind: str, tmp_path: Path) -> None:
+    """`observe` swaps in the turn's cache read and returns the one before (what a cache
+    break is judged against, whichever worker served that turn); a save keeps it."""
+    store = FACTORIES[kind](tmp_path, Clock())
+    assert store.observe("s", Observed(cached=1000)) is None
+    turn = store.load("s")
+    assert turn is not None and turn.cached == 1000
+    assert store.observe("s", Observed(ratio=1.5, cached=300)) == 1000
+    store.save("s", turn)  # a turn that loaded before
+    assert store.observe("s", Observed(ratio=1.5)) is None  # no read: nothing replaced
+    assert store.observe("s", Observed(cached=0)) == 300
+    assert store.load("s").cached == 0  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
 def test_a_session_s_cache_reach_is_blended_and_kept_by_saves(kind: str, tmp_path: Path) -> None:
     """The reach a compaction turn measured prices the session's next compactions on every
     worker: the store averages each measurement with the last, and a turn's save (which
