@@ -24,7 +24,8 @@ Anthropic's rules, which the placing keeps:
 - A breakpoint finds a cached prefix only at itself or up to about 20 blocks before it. A
   compaction moves the frozen zone's end by many more, so on a compaction turn the marker stays
   where the previous turn put it (the prefix the provider holds), when that message is unchanged;
-  from the next turn on it marks the new end.
+  from the next turn on it marks the new end. Where it went is kept in the state store (the
+  gateway passes it in as `stored`), since the previous turn may have run on another worker.
 
 The marker is a pure function of the request and the frozen zone, so it is byte-stable from turn
 to turn while the zone does not move. It is added to copies of the message, its content list and
@@ -196,10 +197,31 @@ class Anchor:
     block: int
     fingerprint: bytes
 
+    def record(self) -> dict[str, Any]:
+        """The anchor as the state store keeps it (`SessionState.mark`)."""
+        return {"m": self.message, "b": self.block, "f": self.fingerprint.hex()}
+
+    @staticmethod
+    def from_record(record: Mapping[str, Any] | None) -> Anchor | None:
+        """The anchor a `record` holds (None: none, or not one)."""
+        if record is None:
+            return None
+        message, block, fingerprint = record.get("m"), record.get("b"), record.get("f")
+        if not isinstance(message, int) or not isinstance(block, int):
+            return None
+        if not isinstance(fingerprint, str):
+            return None
+        try:
+            return Anchor(message, block, bytes.fromhex(fingerprint))
+        except ValueError:
+            return None
+
 
 class CacheMarks:
-    """Places the frozen zone's marker, remembering per session (in memory, bounded) where it
-    went, so that a compaction turn marks the prefix the provider already holds."""
+    """Places the frozen zone's marker, remembering per session where it went, so that a
+    compaction turn marks the prefix the provider already holds: in memory (bounded), and
+    through the caller in the state store, whose anchor (`stored`) wins, since the session's
+    last turn may have run on another worker or replica."""
 
     def __init__(self, enabled: bool = True, sessions: int = RECENT_SESSIONS) -> None:
         self.enabled = enabled
@@ -212,20 +234,35 @@ class CacheMarks:
         body: Mapping[str, Any],
         messages: Any,
         frozen_through: int | None,
+        stored: Anchor | None = None,
     ) -> list[Any] | None:
-        """The wire messages with the marker added, or None to forward `messages` as they are.
-        Never raises: a marker is an optimisation."""
+        """The wire messages with the marker added, or None to forward `messages` as they are."""
+        return self.place(session, outcome, body, messages, frozen_through, stored)[0]
+
+    def place(
+        self,
+        session: str | None,
+        outcome: str,
+        body: Mapping[str, Any],
+        messages: Any,
+        frozen_through: int | None,
+        stored: Anchor | None = None,
+    ) -> tuple[list[Any] | None, Anchor | None]:
+        """`mark`, and the anchor of the marker placed (None: none). Never raises: a marker is
+        an optimisation."""
         if not self.enabled or frozen_through is None or not isinstance(messages, list):
-            return None
+            return None, None
         try:
-            placed = self._place(session, outcome, body, messages, frozen_through)
-            if placed is not None and session is not None:
-                fingerprint = _fingerprint(messages[placed.message])
-                self._anchors.put(session, Anchor(placed.message, placed.block, fingerprint))
+            placed = self._place(session, outcome, body, messages, frozen_through, stored)
+            if placed is None:
+                return None, None
+            anchor = Anchor(placed.message, placed.block, _fingerprint(messages[placed.message]))
+            if session is not None:
+                self._anchors.put(session, anchor)
         except Exception:
             log.warning("could not place the cache marker", exc_info=True)
-            return None
-        return placed.messages if placed is not None else None
+            return None, None
+        return placed.messages, anchor
 
     def _place(
         self,
@@ -234,8 +271,11 @@ class CacheMarks:
         body: Mapping[str, Any],
         messages: list[Any],
         frozen_through: int,
+        stored: Anchor | None,
     ) -> Placed | None:
-        anchor = self._anchors.get(session) if session is not None else None
+        anchor = stored
+        if anchor is None and session is not None:
+            anchor = self._anchors.get(session)
         if (
             outcome == "compacted"
             and anchor is not None

@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from app import openai_marks
-from app.cache_marks import CacheMarks, requested_ttl
+from app.cache_marks import Anchor, CacheMarks, requested_ttl
 from app.engine import Compactor, Engine
 from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
@@ -52,6 +52,7 @@ from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
 from factrail.session.keys import alias_keys
 from factrail.settings import Settings
+from factrail.stores.state import Observed
 
 log = logging.getLogger("factrail.proxy")
 
@@ -120,14 +121,19 @@ class Prepared:
     observe: Callable[[], None] | None = None
     """What the answer's usage taught the session, to store once the answer is out (state
     store I/O, run off the event loop)."""
+    moved: Anchor | None = None
+    """Where this request's cache marker went, when not where the state store said the
+    session's last one was: stored once the answer is out, for the session's next turn."""
 
 
-class Links(Protocol):
-    """Where answer ids (Responses, Anthropic threads) are remembered across processes (a
-    `StateStore`)."""
+class Shared(Protocol):
+    """What the gateway shares with every worker and replica through the state store: which
+    session an answer id (Responses, Anthropic threads) answered, and where it last put a
+    session's cache marker (`StateStore.observe`)."""
 
     def link(self, response_id: str, session: str) -> None: ...
     def linked(self, response_id: str) -> str | None: ...
+    def observe(self, session: str, observed: Observed) -> int | None: ...
 
 
 class Gateway:
@@ -139,12 +145,12 @@ class Gateway:
         metrics: Metrics,
         client: httpx.AsyncClient,
         engine: Engine | None,
-        links: Links | None = None,
+        shared: Shared | None = None,
     ) -> None:
-        """`links`: where answer ids are remembered for every worker and replica (the
-        state store); without it, in this process only."""
+        """`shared`: the state store, for what every worker and replica must see alike;
+        without it, answer ids and cache markers are remembered in this process only."""
         self.settings = settings
-        self.links = links
+        self.shared = shared
         self.metrics = metrics
         self.client = client
         self.engine = engine
@@ -219,11 +225,18 @@ class Gateway:
                     result.after_answer()
                 except Exception:
                     log.warning("could not queue the turn's preparation", exc_info=True)
-        if prepared is not None and prepared.observe is not None:
+        if prepared is not None and (prepared.observe or prepared.moved):
             try:
-                await asyncio.to_thread(prepared.observe)
+                await asyncio.to_thread(self._settle, prepared)
             except Exception:
-                log.warning("usage calibration failed", exc_info=True)
+                log.warning("could not store what the turn taught its session", exc_info=True)
+
+    def _settle(self, prepared: Prepared) -> None:
+        """Store what a turn taught its session (its usage; where its cache marker went)."""
+        if prepared.observe is not None:
+            prepared.observe()
+        if prepared.moved is not None and prepared.session and self.shared is not None:
+            self.shared.observe(prepared.session, Observed(mark=prepared.moved.record()))
 
     async def _respond(
         self, request: Request, route: Route, start: float
@@ -300,17 +313,15 @@ class Gateway:
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
             wire = items if document is None else document
-            marked = None  # a breakpoint at the end of the frozen zone
+            marked, moved = None, None  # a breakpoint at the end of the frozen zone
             if route.provider == "anthropic":
-                marked = self.cache_marks.mark(
-                    session, result.outcome, data, wire, result.frozen_through
-                )
+                marked, moved = self._mark(session, result, data, wire)
             elif self.settings.cache_mark and writes_billed(model):
                 chat = route.field == "messages"
                 marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
             document = document if marked is None else marked
             if document is None:
-                return Prepared(body, result.outcome, session, result, chained=chained)
+                return Prepared(body, result.outcome, session, result, chained=chained, moved=moved)
             sent = result.estimated_sent
             original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
@@ -318,8 +329,9 @@ class Gateway:
             data[route.field] = document
             sent_body = orjson.dumps(data)
             return Prepared(
-                sent_body, result.outcome, session, result, removed, verdict.decoded, chained
-            )
+                sent_body, result.outcome, session, result, removed, verdict.decoded, chained,
+                moved=moved,
+            )  # fmt: skip
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
             self.metrics.failures.labels(phase).inc()
@@ -378,15 +390,27 @@ class Gateway:
         answer.raw_headers.extend(set_cookies(upstream.headers))
         return answer
 
+    def _mark(
+        self, session: str, result: TurnResult, data: Mapping[str, Any], wire: Any
+    ) -> tuple[list[Any] | None, Anchor | None]:
+        """The frozen zone's cache marker on an Anthropic request, placed from where the
+        session's last one went (as the state store says: on whichever worker it went); and
+        where this one went, when that moved (for `_settle` to store)."""
+        stored = Anchor.from_record(result.mark)
+        marked, placed = self.cache_marks.place(
+            session, result.outcome, data, wire, result.frozen_through, stored
+        )
+        return marked, (placed if placed != stored else None)
+
     async def _recall_chain(self, data: dict[str, Any]) -> None:
         """Learn from the shared store which session a request continuing a provider-kept
         history (`previous_id`) belongs to, when this process does not know (another worker or
         replica answered it)."""
         previous = previous_id(data)
-        if self.links is None or not previous:
+        if self.shared is None or not previous:
             return
         if self.sessions.answered_by(previous) is None:
-            session = await asyncio.to_thread(self.links.linked, previous)
+            session = await asyncio.to_thread(self.shared.linked, previous)
             if session is not None:
                 self.sessions.remember(previous, session)
 
@@ -403,9 +427,9 @@ class Gateway:
             return
         if reader.response_id is not None and prepared.chained:
             self.sessions.remember(reader.response_id, session)
-            if self.links is not None:  # for the other workers and replicas, off the loop
+            if self.shared is not None:  # for the other workers and replicas, off the loop
                 loop = asyncio.get_running_loop()
-                loop.run_in_executor(None, self.links.link, reader.response_id, session)
+                loop.run_in_executor(None, self.shared.link, reader.response_id, session)
         if usage is None or usage.compacted:  # the provider's compaction: no figure is ours
             return
         result = prepared.result

@@ -127,6 +127,9 @@ class TurnResult:
     before it from cache."""
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
+    mark: dict[str, Any] | None = None
+    """Where the gateway last put the session's cache marker, as the state store holds it
+    (`SessionState.mark`, opaque here)."""
     after_answer: Callable[[], None] | None = None
     """Set when the turn's results are worth analysing ahead of the compaction turn: the caller
     invokes it once the answer is sent (so the analysis never delays this answer); it queues the
@@ -378,6 +381,7 @@ class SessionCompactor:
             reapplied=len(turn.reapplied),
             compactions=turn.state.compactions,
             estimated_sent=turn.estimated,
+            mark=turn.state.mark,
         )
         writes = self._fence(turn, evidence, aliases)
         tainted_now = bool(writes) and writes[-1][0] == session

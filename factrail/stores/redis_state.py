@@ -8,7 +8,8 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 - `<p>c:<session>` and `<p>reach:<session>`: the calibration ratio and the cache reach, each
   blended atomically in the server by a script (a turn's save never undoes one that landed
   after its load); `<p>read:<session>`: the last answered turn's cache read, swapped by
-  `SET … GET` (Redis 6.2 or later, any Valkey);
+  `SET … GET` (Redis 6.2 or later, any Valkey); `<p>mark:<session>`: where the gateway last
+  put the cache marker (JSON);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
   Anthropic threads);
@@ -33,6 +34,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import orjson
 import redis
 
 from factrail.stores.state import (
@@ -121,6 +123,9 @@ class RedisStateStore:
     def _read_key(self, session: str) -> str:
         return f"{self.prefix}read:{session}"
 
+    def _mark_key(self, session: str) -> str:
+        return f"{self.prefix}mark:{session}"
+
     def _lease_key(self, session: str) -> str:
         return f"{self.prefix}l:{session}"
 
@@ -142,27 +147,28 @@ class RedisStateStore:
         any error and for a record it cannot decode."""
 
         def run() -> tuple[SessionState | None, bool]:
-            blob, ratio, share, read = self._client.mget(
+            blob, ratio, share, read, placed = self._client.mget(
                 [
                     self._state_key(session),
                     self._calibration_key(session),
                     self._reach_key(session),
                     self._read_key(session),
+                    self._mark_key(session),
                 ]
             )
-            calibration, reach = _number(ratio, CALIBRATION_RANGE), _number(share, REACH_RANGE)
-            cached = _read(read)
+            stored = SessionState(
+                {},
+                calibration=_number(ratio, CALIBRATION_RANGE),
+                reach=_number(share, REACH_RANGE),
+                cached=_read(read),
+                mark=_mark(placed),
+            )
             if blob is None:
-                if calibration is None and reach is None and cached is None:
-                    return None, True
-                return SessionState({}, calibration=calibration, reach=reach, cached=cached), True
+                return (None if stored == SessionState({}) else stored), True
             state = decode_state(blob)
             if state is None:
                 return None, False
-            state.calibration = calibration if calibration is not None else state.calibration
-            state.reach = reach if reach is not None else state.reach
-            state.cached = cached if cached is not None else state.cached
-            return state, True
+            return _with_observed(state, stored), True
 
         failed: tuple[SessionState | None, bool] = (None, False)
         return self._run("load", run, failed)
@@ -175,7 +181,7 @@ class RedisStateStore:
         def run() -> None:
             now = self._now_ms()
             blob = encode_state(
-                replace(state, calibration=None, reach=None, cached=None, updated_ms=now)
+                replace(state, calibration=None, reach=None, cached=None, mark=None, updated_ms=now)
             )
             tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
             keep = self.taint_keep_ms if tainted else self.ttl_ms
@@ -189,6 +195,7 @@ class RedisStateStore:
                     pipe.set(key, repr(value), px=keep, nx=True)
                 pipe.pexpire(key, keep)
             pipe.pexpire(self._read_key(session), keep)
+            pipe.pexpire(self._mark_key(session), keep)
             pipe.zadd(self._recent_key, {session: now})
             pipe.execute()
             with self._lock:
@@ -210,7 +217,7 @@ class RedisStateStore:
         if reach is not None and math.isfinite(reach):
             blends.append((self._reach_key(session), reach, REACH_RANGE, REACH_WEIGHT))
         cached = observed.cached if observed.cached is not None and observed.cached >= 0 else None
-        if not blends and cached is None:
+        if not blends and cached is None and observed.mark is None:
             return None
 
         def run() -> int | None:
@@ -221,6 +228,8 @@ class RedisStateStore:
                     repr(value), self.ttl_ms, low, high, weight, now, session
                 ]  # fmt: skip
                 self._blend(keys=[key, self._recent_key], args=args, client=pipe)
+            if observed.mark is not None:
+                pipe.set(self._mark_key(session), orjson.dumps(observed.mark), px=self.ttl_ms)
             if cached is not None:
                 pipe.set(self._read_key(session), cached, px=self.ttl_ms, get=True)
             replies = pipe.execute()
@@ -320,6 +329,28 @@ def redact_url(url: str) -> str:
     port = f":{parts.port}" if parts.port else ""
     user = f"{parts.username}:***@" if parts.username else ":***@"
     return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
+
+
+def _with_observed(state: SessionState, stored: SessionState) -> SessionState:
+    """`state` with what `observe` stored apart (each field that is set)."""
+    return replace(
+        state,
+        calibration=state.calibration if stored.calibration is None else stored.calibration,
+        reach=state.reach if stored.reach is None else stored.reach,
+        cached=state.cached if stored.cached is None else stored.cached,
+        mark=state.mark if stored.mark is None else stored.mark,
+    )
+
+
+def _mark(value: Any) -> dict[str, Any] | None:
+    """A stored marker (None: absent or unreadable)."""
+    if value is None:
+        return None
+    try:
+        mark = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    return mark if isinstance(mark, dict) else None
 
 
 def _read(value: Any) -> int | None:

@@ -74,6 +74,9 @@ class SessionState:
     cached: int | None = None
     """The input tokens the session's last answered turn read from the provider's cache (None:
     none reported yet)."""
+    mark: dict[str, Any] | None = None
+    """Where the gateway last put the frozen zone's cache marker (opaque to the step; see
+    `app.cache_marks.Anchor`)."""
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -163,6 +166,8 @@ class Observed:
     (`SessionState.reach`)."""
     cached: int | None = None
     """The input tokens the turn read from the provider's cache (`SessionState.cached`)."""
+    mark: dict[str, Any] | None = None
+    """Where the gateway put the turn's cache marker (`SessionState.mark`)."""
 
 
 def blend(
@@ -192,6 +197,8 @@ def take_observed(state: SessionState, observed: Observed) -> int | None:
         state.calibration = smooth_calibration(state.calibration, observed.ratio)
     if observed.reach is not None:
         state.reach = blend(state.reach, observed.reach, REACH_RANGE, REACH_WEIGHT)
+    if observed.mark is not None:
+        state.mark = dict(observed.mark)
     if observed.cached is None or observed.cached < 0:
         return None
     previous, state.cached = state.cached, observed.cached
@@ -199,11 +206,18 @@ def take_observed(state: SessionState, observed: Observed) -> int | None:
 
 
 def keep_observed(state: SessionState, stored: SessionState | None) -> SessionState:
-    """`state` as a `save` writes it over `stored`: with the stored calibration, reach and
-    cache read, which only `observe` writes (a turn never undoes what landed after its load)."""
+    """`state` as a `save` writes it over `stored`: with the stored calibration, reach, cache
+    read and marker, which only `observe` writes (a turn never undoes what landed after its
+    load)."""
     if stored is None:
         return state
-    return replace(state, calibration=stored.calibration, reach=stored.reach, cached=stored.cached)
+    return replace(
+        state,
+        calibration=stored.calibration,
+        reach=stored.reach,
+        cached=stored.cached,
+        mark=stored.mark,
+    )
 
 
 def encode_state(state: SessionState) -> bytes:
@@ -222,6 +236,7 @@ def encode_state(state: SessionState) -> bytes:
             "calibration": state.calibration,
             "reach": state.reach,
             "cached": state.cached,
+            "mark": state.mark,
             "answers": answers,
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
@@ -264,6 +279,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         calibration=float(calibration) if _is_number(calibration) else None,
         reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
         cached=_int_or_none(raw.get("cached")),
+        mark=raw["mark"] if isinstance(raw.get("mark"), dict) else None,
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),

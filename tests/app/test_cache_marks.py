@@ -15,7 +15,7 @@ import pytest
 import respx
 from fastapi.testclient import TestClient
 
-from app.cache_marks import CacheMarks, place_mark
+from app.cache_marks import Anchor, CacheMarks, place_mark
 from app.engine import Engine
 from app.main import create_app, default_engine
 from factrail.core.formats.base import Document
@@ -300,6 +300,20 @@ def test_a_compaction_turn_keeps_the_marker_the_provider_holds() -> None:
     assert moved is not None and marks(moved) == [(6, 0, EPHEMERAL)]
 
 
+def test_an_anchor_travels_through_the_state_store_as_a_record() -> None:
+    anchor = Anchor(6, 1, bytes(range(16)))
+    assert Anchor.from_record(anchor.record()) == anchor
+    for bad in (None, {}, {"m": 6, "b": 1}, {"m": "6", "b": 1, "f": "00"},
+                {"m": 6, "b": 1, "f": "not hex"}):  # fmt: skip
+        assert Anchor.from_record(bad) is None
+    cache = CacheMarks()
+    turns = [{"role": "user", "content": "go"}, *tool_turn(0), *tool_turn(1), *tool_turn(2)]
+    stored = cache.place("s", "reapplied", {}, turns, 2)[1]
+    assert stored is not None
+    other = CacheMarks()  # another worker: the stored anchor, not its own memory, decides
+    assert marks(other.mark("s", "compacted", {}, turns, 6, stored) or []) == [(2, 0, EPHEMERAL)]
+
+
 def test_switched_off_or_broken_it_forwards_the_messages_as_they_are() -> None:
     turns = [{"role": "user", "content": "go"}, *tool_turn(0)]
     assert CacheMarks(enabled=False).mark("s", "compacted", {}, turns, 2) is None
@@ -547,6 +561,37 @@ def test_real_compactions_read_the_prefix_the_last_marker_cached(
     outcome, sent = send(c, route, turn)  # the same turn again, now under the soft line
     assert outcome == "reapplied" and engine.results[-1].frozen_through == later
     assert added(sent["messages"], turn) == [(later, 0, EPHEMERAL)]  # from now on, the new end
+
+
+def test_a_compaction_on_another_worker_marks_the_prefix_the_provider_holds(
+    router: respx.MockRouter, tmp_path: Path
+) -> None:
+    """Two workers share the state store; the session's next compaction runs on the one that
+    never saw it. It finds where the other put the marker (the prefix the provider holds) and
+    keeps it there, as one worker alone does."""
+    route = router.post(MESSAGES_URL).mock(return_value=httpx.Response(200, json=answer()))
+
+    def worker(store: MemoryStateStore) -> TestClient:
+        upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
+        config = settings(trigger_tokens=1500, preserve_recent=2, outputs_dir=str(tmp_path))
+        app = create_app(config, client=upstream, state=store, engine_factory=default_engine)
+        return TestClient(app)
+
+    with worker(MemoryStateStore()) as alone:  # which turn compacts next
+        assert send(alone, route, conversation(12, EPHEMERAL))[0] == "compacted"
+        turns = grow(alone, route, range(13, 40))
+        assert turns[-1][0] == "compacted" and len(turns) > 1
+    shared = MemoryStateStore()
+    with worker(shared) as a, worker(shared) as b:
+        assert send(a, route, conversation(12, EPHEMERAL))[0] == "compacted"
+        *_, (outcome, sent, turn) = grow(a, route, range(13, 12 + len(turns)))
+        assert outcome == "reapplied"  # the turn before the compaction, on worker a
+        held = added(sent["messages"], turn)
+        assert len(held) == 1
+        last = turns[-1][2]
+        outcome, sent = send(b, route, last)
+        assert outcome == "compacted"
+        assert added(sent["messages"], last) == held
 
 
 def test_before_the_first_compaction_the_head_is_marked_once_it_is_in_sight(

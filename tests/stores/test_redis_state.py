@@ -114,6 +114,21 @@ def test_a_turn_s_cache_read_is_swapped_in_the_server(store: RedisStateStore) ->
     assert store.observe("s", Observed(cached=0)) == 300
 
 
+def test_where_the_cache_marker_went_is_kept_apart_and_a_save_keeps_it(
+    store: RedisStateStore,
+) -> None:
+    turn = SessionState(plan={}, mark={"m": 1, "b": 0, "f": "00"})
+    store.save("s", turn)
+    assert store.load("s").mark is None  # type: ignore[union-attr]  # only observe writes it
+    mark = {"m": 6, "b": 0, "f": "ab" * 16}
+    store.observe("s", Observed(mark=mark))
+    store.save("s", turn)
+    loaded = store.load("s")
+    assert loaded is not None and loaded.mark == mark
+    store.observe("fresh", Observed(mark=mark))
+    assert store.load("fresh") == SessionState(plan={}, mark=mark)
+
+
 def test_concurrent_calibrations_all_land(store: RedisStateStore) -> None:
     """Forty concurrent updates of the same ratio from eight threads: every one is blended."""
     store.observe("s", Observed(ratio=2.0))

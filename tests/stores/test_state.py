@@ -360,6 +360,19 @@ def test_a_turn_s_cache_read_replaces_the_last_and_is_returned(kind: str, tmp_pa
 
 
 @pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_where_the_cache_marker_went_is_kept_and_a_save_keeps_it(kind: str, tmp_path: Path) -> None:
+    store = FACTORIES[kind](tmp_path, Clock())
+    store.save("s", SessionState(plan={}))
+    turn = store.load("s")
+    mark = {"m": 6, "b": 0, "f": "ab" * 16}
+    assert store.observe("s", Observed(mark=mark)) is None
+    assert turn is not None
+    store.save("s", turn)  # a turn that loaded before
+    loaded = store.load("s")
+    assert loaded is not None and loaded.mark == mark
+
+
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
 def test_a_session_s_cache_reach_is_blended_and_kept_by_saves(kind: str, tmp_path: Path) -> None:
     """The reach a compaction turn measured prices the session's next compactions on every
     worker: the store averages each measurement with the last, and a turn's save (which
