@@ -18,7 +18,10 @@ request had read and written, on turns factrail did not compact (a re-applicatio
 marker that could not reach the last entry; direct shows the client's own).
 
     .venv/bin/python bench/anthropic_replay.py [--corpus ../shared/corpus/dev] [--trigger 16000]
-        [--limit K] [--only NAME-PART] [--no-cache-mark] [--ttl 1h]
+        [--limit K] [--only NAME-PART] [--no-cache-mark] [--ttl 1h] [--replicas N]
+
+`--replicas N`: N gateways share one state store (a SQLite file) and the outputs folder, and
+each transcript's turns go to them in turn, as a load balancer spreads a session's requests.
 
 `--ttl 1h` marks the client's breakpoints for Anthropic's one-hour cache (`ttl: "1h"`, as Claude
 Code on a subscription does): both sides' cache writes are billed at 2× input, and factrail's
@@ -181,16 +184,17 @@ def replay(
     client: httpx.Client,
     c: Converted,
     name: str,
-    urls: tuple[str, str, list[str]],
+    urls: tuple[str, list[str], list[str]],
     long_ttl: bool,
 ) -> tuple[Side, Side]:
-    """`urls`: direct, through factrail, and the two endpoints' roots."""
-    direct, through, fakes = urls
+    """`urls`: direct, the gateways (each turn to the next), and the two endpoints' roots."""
+    direct, gateways, fakes = urls
     session = f"areplay-{uuid.uuid4().hex[:8]}-{name}"
     outcomes: dict[str, list[str]] = {"direct": [], "through": []}
     mark = LONG_MARK if long_ttl else MARK
-    for count in c.turns:
+    for turn, count in enumerate(c.turns):
         raw = orjson.dumps(request(c, count, mark))
+        through = gateways[turn % len(gateways)]
         for side, base in (("direct", direct), ("through", through)):
             headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
             if side == "through":
@@ -219,6 +223,9 @@ def main() -> int:
         "--no-cache-mark", action="store_true", help="FACTRAIL_CACHE_MARK=false (no marker)"
     )
     parser.add_argument("--ttl", choices=("5m", "1h"), default="5m", help="the client's markers")
+    parser.add_argument(
+        "--replicas", type=int, default=1, help="gateways sharing one state store, in turn"
+    )
     args = parser.parse_args()
     files = sorted(p for p in args.corpus.glob("*.json*") if p.is_file() and args.only in p.name)
     if args.limit:
@@ -230,17 +237,22 @@ def main() -> int:
     direct_root, direct_proc = start_fake(FAKE_APP)
     behind_root, behind_proc = start_fake(FAKE_APP)
     unused_openai = "http://127.0.0.1:9/v1"
-    gateway, proxy = start_factrail(
-        unused_openai,
-        work,
-        FACTRAIL_ANTHROPIC_UPSTREAM_URL=behind_root,
-        FACTRAIL_PRICE_PROFILE="anthropic",
-        FACTRAIL_TRIGGER_TOKENS=str(args.trigger),
-        FACTRAIL_REARM_TOKENS="0",  # the default gap (the test environment sets its own)
-        FACTRAIL_STATE_URL="memory://",
-        FACTRAIL_CACHE_MARK="false" if args.no_cache_mark else "true",
-        FACTRAIL_READ_TIMEOUT_S="60",
-    )
+    state = "memory://" if args.replicas <= 1 else f"sqlite:///{work / 'state.db'}"
+    started_gateways = [
+        start_factrail(
+            unused_openai,
+            work,
+            FACTRAIL_ANTHROPIC_UPSTREAM_URL=behind_root,
+            FACTRAIL_PRICE_PROFILE="anthropic",
+            FACTRAIL_TRIGGER_TOKENS=str(args.trigger),
+            FACTRAIL_REARM_TOKENS="0",  # the default gap (the test environment sets its own)
+            FACTRAIL_STATE_URL=state,
+            FACTRAIL_CACHE_MARK="false" if args.no_cache_mark else "true",
+            FACTRAIL_READ_TIMEOUT_S="60",
+        )
+        for _ in range(max(args.replicas, 1))
+    ]
+    gateways = [url.removesuffix("/v1") for url, _ in started_gateways]
     totals = {"direct": Side(), "through": Side()}
     ratios: list[float] = []
     started = time.perf_counter()
@@ -253,7 +265,7 @@ def main() -> int:
                 c = convert(load(path), LONG_MARK if long_ttl else MARK)
                 if not c.turns:
                     continue
-                urls = (direct_root, gateway.removesuffix("/v1"), [direct_root, behind_root])
+                urls = (direct_root, gateways, [direct_root, behind_root])
                 d, t = replay(client, c, path.stem, urls, long_ttl)
                 for key, s in (("direct", d), ("through", t)):
                     total = totals[key]
@@ -269,14 +281,16 @@ def main() -> int:
                       f"{d.billed:>11,.0f} {t.billed:>11,.0f} {t.billed / d.billed:>6.3f} "
                       f"{share:>6.1%} {t.breaks:>6}", flush=True)  # fmt: skip
     finally:
-        stop(proxy)
+        for _, proxy in started_gateways:
+            stop(proxy)
         stop(direct_proc)
         stop(behind_proc)
         shutil.rmtree(work, ignore_errors=True)
     d, t = totals["direct"], totals["through"]
     print()
     print(f"{len(files)} transcripts, {t.requests} requests each way, trigger {args.trigger}, "
-          f"markers' ttl {args.ttl}, {time.perf_counter() - started:.0f} s")  # fmt: skip
+          f"markers' ttl {args.ttl}, {len(gateways)} gateway(s), "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
     print(f"factrail outcomes: {dict(t.outcomes)}")
     for key, s in (("direct", d), ("through factrail", t)):
         share = s.read / s.total if s.total else 0.0
