@@ -227,18 +227,6 @@ class CacheMarks:
         self.enabled = enabled
         self._anchors: Lru[Anchor] = Lru(sessions)
 
-    def mark(
-        self,
-        session: str | None,
-        outcome: str,
-        body: Mapping[str, Any],
-        messages: Any,
-        frozen_through: int | None,
-        stored: Anchor | None = None,
-    ) -> list[Any] | None:
-        """The wire messages with the marker added, or None to forward `messages` as they are."""
-        return self.place(session, outcome, body, messages, frozen_through, stored)[0]
-
     def place(
         self,
         session: str | None,
@@ -248,8 +236,9 @@ class CacheMarks:
         frozen_through: int | None,
         stored: Anchor | None = None,
     ) -> tuple[list[Any] | None, Anchor | None]:
-        """`mark`, and the anchor of the marker placed (None: none). Never raises: a marker is
-        an optimisation."""
+        """The wire messages with the marker added (None: forward `messages` as they are), and
+        the anchor of the marker placed (None: none). Never raises: a marker is an
+        optimisation."""
         if not self.enabled or frozen_through is None or not isinstance(messages, list):
             return None, None
         try:

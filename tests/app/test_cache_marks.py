@@ -106,6 +106,11 @@ def answer() -> dict[str, Any]:
     }
 
 
+def mark(cache: CacheMarks, *args: Any) -> list[Any] | None:
+    """The wire messages `cache` marks (None: forwarded as they are)."""
+    return cache.place(*args)[0]
+
+
 def marks(messages: Sequence[Any]) -> list[tuple[int, int, Any]]:
     """Every (message, block, cache_control) in a message list."""
     return [
@@ -287,16 +292,16 @@ def test_automatic_caching_keeps_the_last_message() -> None:
 def test_a_compaction_turn_keeps_the_marker_the_provider_holds() -> None:
     cache = CacheMarks()
     turns = [{"role": "user", "content": "go"}, *tool_turn(0), *tool_turn(1), *tool_turn(2)]
-    first = cache.mark("s", "reapplied", {}, turns, 2)
+    first = mark(cache, "s", "reapplied", {}, turns, 2)
     assert first is not None and marks(first) == [(2, 0, EPHEMERAL)]
-    again = cache.mark("s", "compacted", {}, turns, 6)  # the zone grew: the old end stays
+    again = mark(cache, "s", "compacted", {}, turns, 6)  # the zone grew: the old end stays
     assert again is not None and marks(again) == [(2, 0, EPHEMERAL)]
-    after = cache.mark("s", "reapplied", {}, turns, 6)  # from the next turn on, the new end
+    after = mark(cache, "s", "reapplied", {}, turns, 6)  # from the next turn on, the new end
     assert after is not None and marks(after) == [(6, 0, EPHEMERAL)]
-    assert marks(cache.mark("t", "compacted", {}, turns, 6) or []) == [(6, 0, EPHEMERAL)]
+    assert marks(mark(cache, "t", "compacted", {}, turns, 6) or []) == [(6, 0, EPHEMERAL)]
     changed = [*turns[:2], *tool_turn(9), *turns[4:]]
-    cache.mark("u", "reapplied", {}, turns, 2)
-    moved = cache.mark("u", "compacted", {}, changed, 6)  # the anchored message changed
+    mark(cache, "u", "reapplied", {}, turns, 2)
+    moved = mark(cache, "u", "compacted", {}, changed, 6)  # the anchored message changed
     assert moved is not None and marks(moved) == [(6, 0, EPHEMERAL)]
 
 
@@ -311,18 +316,18 @@ def test_an_anchor_travels_through_the_state_store_as_a_record() -> None:
     stored = cache.place("s", "reapplied", {}, turns, 2)[1]
     assert stored is not None
     other = CacheMarks()  # another worker: the stored anchor, not its own memory, decides
-    assert marks(other.mark("s", "compacted", {}, turns, 6, stored) or []) == [(2, 0, EPHEMERAL)]
+    assert marks(mark(other, "s", "compacted", {}, turns, 6, stored) or []) == [(2, 0, EPHEMERAL)]
 
 
 def test_switched_off_or_broken_it_forwards_the_messages_as_they_are() -> None:
     turns = [{"role": "user", "content": "go"}, *tool_turn(0)]
-    assert CacheMarks(enabled=False).mark("s", "compacted", {}, turns, 2) is None
-    assert CacheMarks().mark("s", "compacted", {}, {"not": "a list"}, 2) is None
+    assert mark(CacheMarks(enabled=False), "s", "compacted", {}, turns, 2) is None
+    assert mark(CacheMarks(), "s", "compacted", {}, {"not": "a list"}, 2) is None
     unserialisable = [
         *turns[:2],
         {"role": "user", "content": [{"type": "text", "text": "x"}], "x": {1}},
     ]
-    assert CacheMarks().mark("s", "compacted", {}, unserialisable, 2) is None
+    assert mark(CacheMarks(), "s", "compacted", {}, unserialisable, 2) is None
 
 
 # -- through the gateway, with a scripted engine -------------------------------------------

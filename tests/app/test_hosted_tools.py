@@ -64,13 +64,17 @@ def transcript(steps: int) -> list[dict[str, Any]]:
     return head + [item for i in range(steps) for item in turn(i)]
 
 
-def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> None:
-    sent: list[dict[str, Any]] = []
+def gateway(tmp_path: Path, usage: bool = True) -> tuple[TestClient, list[bytes]]:
+    """A gateway with the real engine (trigger 6,000) in front of a Responses upstream that
+    answers every request (with a tiny `usage`, which calibrates the session's estimate down,
+    unless not); the bodies it got."""
+    sent: list[bytes] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(json.loads(request.content))
-        body = {"id": f"resp_{len(sent)}", "object": "response", "output": [],
-                "usage": {"input_tokens": 10, "output_tokens": 1}}  # fmt: skip
+        sent.append(request.content)
+        body: dict[str, Any] = {"id": f"resp_{len(sent)}", "object": "response", "output": []}
+        if usage:
+            body["usage"] = {"input_tokens": 10, "output_tokens": 1}
         return httpx.Response(200, json=body)
 
     router = respx.MockRouter(assert_all_called=False)
@@ -82,12 +86,17 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
     upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
     app = create_app(settings, client=upstream, state=MemoryStateStore(),
                      engine_factory=default_engine)  # fmt: skip
+    return TestClient(app), sent
+
+
+def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> None:
+    app, sent = gateway(tmp_path)
     items = transcript(12)
-    with TestClient(app) as client:
+    with app as client:
         first = client.post("/v1/responses", json={"model": "gpt-4o", "input": items})
         assert first.status_code == 200
         assert first.headers["x-factrail"] == "compacted"
-        forwarded = sent[-1]["input"]
+        forwarded = json.loads(sent[-1])["input"]
         assert len(forwarded) == len(items)
         assert [f.get("type") for f in forwarded] == [i.get("type") for i in items]
         reduced = [(k, f) for k, (f, i) in enumerate(zip(forwarded, items, strict=True)) if f != i]
@@ -127,7 +136,7 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
         more = items + turn(12)
         second = client.post("/v1/responses", json={"model": "gpt-4o", "input": more})
         assert second.headers["x-factrail"] == "reapplied"
-        again = sent[-1]["input"]
+        again = json.loads(sent[-1])["input"]
         assert json.dumps(again[: len(forwarded)]) == json.dumps(forwarded)
         assert again[len(forwarded) :] == turn(12)
 
@@ -135,24 +144,10 @@ def test_hosted_tool_outputs_are_reduced_in_their_own_shapes(tmp_path: Path) -> 
 def test_history_before_the_providers_compaction_item_goes_as_sent(tmp_path: Path) -> None:
     """The provider prunes what came before its latest `compaction` item: a stateless loop
     that keeps appending sends it anyway, and factrail neither counts it nor reduces it."""
-    sent: list[bytes] = []
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        sent.append(request.content)
-        return httpx.Response(200, json={"id": f"resp_{len(sent)}", "output": []})
-
-    router = respx.MockRouter(assert_all_called=False)
-    router.post(f"{UPSTREAM}/responses").mock(side_effect=answer)
-    settings = Settings(
-        upstream_url=UPSTREAM, trigger_tokens=6000, outputs_dir=str(tmp_path),
-        price_profile="none", record_decisions=False, min_cut_chars=0,
-    )  # fmt: skip
-    upstream = httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
-    app = create_app(settings, client=upstream, state=MemoryStateStore(),
-                     engine_factory=default_engine)  # fmt: skip
+    app, sent = gateway(tmp_path, usage=False)
     compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "b3BhcXVl"}
     history = transcript(12)
-    with TestClient(app) as client:
+    with app as client:
         raw = json.dumps({"model": "gpt-4o", "input": [*history, compaction, *turn(12)]})
         r = client.post("/v1/responses", content=raw, headers={"content-type": "application/json"})
         assert r.headers["x-factrail"] == "passthrough"
