@@ -19,7 +19,6 @@ from app.cache_marks import Anchor, CacheMarks, place_mark
 from app.engine import Engine
 from app.main import create_app, default_engine
 from factrail.core.formats.base import Document
-from factrail.core.model import Message
 from factrail.session import TurnResult
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
@@ -444,25 +443,8 @@ class Recording:
         self.results.append(result)
         return result
 
-    def observe_usage(
-        self,
-        session: str,
-        prompt_tokens: int,
-        estimated_tokens: int,
-        reach: float | None = None,
-        cached: int | None = None,
-    ) -> int | None:
-        previous: int | None = self.inner.observe_usage(
-            session, prompt_tokens, estimated_tokens, reach, cached
-        )
-        return previous
-
-    def transcript_tokens(self, messages: Sequence[Message]) -> int:
-        tokens: int = self.inner.transcript_tokens(messages)
-        return tokens
-
-    def close(self) -> None:
-        self.inner.close()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # observe_usage, transcript_tokens, close
 
 
 @pytest.fixture
