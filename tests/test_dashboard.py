@@ -1,4 +1,5 @@
-"""The Grafana dashboard queries only metrics the gateway exports."""
+"""The Grafana dashboard, the alerts and the metrics reference name only metrics the gateway
+exports."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.metrics import Metrics
 
-DASHBOARD = Path(__file__).resolve().parents[1] / "deploy/grafana/dashboards/factrail.json"
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "deploy/grafana/dashboards/factrail.json"
+METRIC = re.compile(r"\bfactrail_[a-z_]+")
 SUFFIXES = ("_total", "_bucket", "_sum", "_count", "_created")
 
 
@@ -31,7 +34,14 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
         name
         for panel in panels
         for target in panel.get("targets", [])
-        for name in re.findall(r"\bfactrail_[a-z_]+", target.get("expr", ""))
+        for name in METRIC.findall(target.get("expr", ""))
     }
     assert "factrail_upstream_cache_misses_total" in queried
     assert queried - exported() == set()
+
+
+def test_every_metric_the_alerts_and_the_reference_name_is_exported() -> None:
+    for doc in ("docs/operations.md", "docs/metrics.md"):
+        named = set(METRIC.findall((ROOT / doc).read_text(encoding="utf-8")))
+        assert "factrail_cache_breaks_total" in named, doc
+        assert named - exported() == set(), doc
