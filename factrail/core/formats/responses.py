@@ -64,6 +64,8 @@ OUTPUTS = CONTENT_OUTPUTS | {
     "shell_call_output",
     "apply_patch_call_output",
 }
+CALL_ITEMS = CALLS | OUTPUTS
+"""Every item of a call or its output (what a program's call may be)."""
 LOCAL_SHELL_TEXT_KEYS = ("output", "stdout", "stderr")
 """The string fields of a JSON-object `local_shell_call_output` that hold its text, in order."""
 COMPACTION_ITEMS = frozenset({"compaction", "compaction_summary"})
@@ -197,7 +199,7 @@ def parse(input: str | list[Any]) -> WireDocument:
             raise FormatError(f"input item {w} is not an object")
         kind = item.get("type", "message" if "role" in item else None)
         cid = _call_id(item)
-        if kind in CALLS | OUTPUTS and (from_program(item) or cid in offstage):
+        if kind in CALL_ITEMS and (from_program(item) or cid in offstage):
             if cid:
                 offstage.add(cid)
         elif kind == "message":
@@ -216,16 +218,14 @@ def parse(input: str | list[Any]) -> WireDocument:
             name = _str(item.get("name")) or "unknown_tool"
             if kind == "function_call":
                 args = item.get("arguments")
-                b.add_use(_call_id(item), name, as_map(args), (w, "arguments"), args)
+                b.add_use(cid, name, as_map(args), (w, "arguments"), args)
             elif kind == "custom_tool_call":
                 raw = item.get("input")
-                b.add_use(
-                    _call_id(item), name, {"input": _str(raw)}, (w, "input"), raw, wrapped="input"
-                )
+                b.add_use(cid, name, {"input": _str(raw)}, (w, "input"), raw, wrapped="input")
             else:
                 tool, key = HOSTED_CALLS[kind]
                 value = item.get(key)
-                b.add_use(_call_id(item), tool, as_map(value), (w, key), value)
+                b.add_use(cid, tool, as_map(value), (w, key), value)
         elif kind in OUTPUTS:
             if last != "results":
                 b.push("user")
