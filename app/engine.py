@@ -22,7 +22,7 @@ from factrail.session.keys import Chain
 from factrail.settings import Settings
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.state import StateStore
+from factrail.stores.state import Observed, StateStore
 
 
 class Compactor(Protocol):
@@ -44,16 +44,10 @@ class Compactor(Protocol):
         ...
 
     def observe_usage(
-        self,
-        session: str,
-        prompt_tokens: int,
-        estimated_tokens: int,
-        reach: float | None = None,
-        cached: int | None = None,
+        self, session: str, prompt_tokens: int, estimated_tokens: int, taught: Observed
     ) -> int | None:
-        """Calibrate the token estimate from the upstream's reported prompt tokens; keep the
-        cache reach a compaction turn measured (`app.sessions.reach_share`) and the turn's cache
-        read; the session's previous cache read."""
+        """Calibrate the token estimate from the upstream's reported prompt tokens and keep the
+        rest an answer taught (`taught`); the session's previous cache read."""
         ...
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:

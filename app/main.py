@@ -115,7 +115,7 @@ def create_app(
         except Exception:
             log.exception("the compaction engine could not start; proxying without compaction")
             engine = None
-        app.state.gateway = Gateway(cfg, metrics, http, engine, shared=store)
+        app.state.gateway = Gateway(cfg, metrics, http, engine, links=store)
         app.state.state_store = store
         app.state.outputs = saved
         tasks = []

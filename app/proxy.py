@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from app import openai_marks
 from app.cache_marks import Anchor, CacheMarks, requested_ttl
-from app.engine import Compactor, Engine
+from app.engine import Engine
 from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
@@ -42,7 +42,7 @@ from app.upstream import (
     set_cookies,
     upstream_url,
 )
-from app.usage import Usage, UsageReader
+from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
 from factrail.core.formats.responses import asks_compaction
 from factrail.core.tokens import estimate_tokens
@@ -52,7 +52,7 @@ from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
 from factrail.session.keys import alias_keys
 from factrail.settings import Settings
-from factrail.stores.state import Observed
+from factrail.stores.state import NOTHING, Observed
 
 log = logging.getLogger("factrail.proxy")
 
@@ -118,22 +118,20 @@ class Prepared:
     chained: bool = False
     """A later request may continue the answer's id on the provider's side (every Responses
     request; an Anthropic one that keeps a thread): the id is remembered for its session."""
-    observe: Callable[[], None] | None = None
-    """What the answer's usage taught the session, to store once the answer is out (state
-    store I/O, run off the event loop)."""
     moved: Anchor | None = None
     """Where this request's cache marker went, when not where the state store said the
-    session's last one was: stored once the answer is out, for the session's next turn."""
+    session's last one was (stored with what the answer taught, for the session's next turn)."""
+    observe: Callable[[], None] | None = None
+    """What the answer taught the session, to store once the answer is out (state store I/O,
+    run off the event loop)."""
 
 
-class Shared(Protocol):
-    """What the gateway shares with every worker and replica through the state store: which
-    session an answer id (Responses, Anthropic threads) answered, and where it last put a
-    session's cache marker (`StateStore.observe`)."""
+class Links(Protocol):
+    """Where answer ids (Responses, Anthropic threads) are remembered across processes (a
+    `StateStore`)."""
 
     def link(self, response_id: str, session: str) -> None: ...
     def linked(self, response_id: str) -> str | None: ...
-    def observe(self, session: str, observed: Observed) -> int | None: ...
 
 
 class Gateway:
@@ -145,12 +143,12 @@ class Gateway:
         metrics: Metrics,
         client: httpx.AsyncClient,
         engine: Engine | None,
-        shared: Shared | None = None,
+        links: Links | None = None,
     ) -> None:
-        """`shared`: the state store, for what every worker and replica must see alike;
-        without it, answer ids and cache markers are remembered in this process only."""
+        """`links`: where answer ids are remembered for every worker and replica (the
+        state store); without it, in this process only."""
         self.settings = settings
-        self.shared = shared
+        self.links = links
         self.metrics = metrics
         self.client = client
         self.engine = engine
@@ -225,18 +223,11 @@ class Gateway:
                     result.after_answer()
                 except Exception:
                     log.warning("could not queue the turn's preparation", exc_info=True)
-        if prepared is not None and (prepared.observe or prepared.moved):
+        if prepared is not None and prepared.observe is not None:
             try:
-                await asyncio.to_thread(self._settle, prepared)
+                await asyncio.to_thread(prepared.observe)
             except Exception:
                 log.warning("could not store what the turn taught its session", exc_info=True)
-
-    def _settle(self, prepared: Prepared) -> None:
-        """Store what a turn taught its session (its usage; where its cache marker went)."""
-        if prepared.observe is not None:
-            prepared.observe()
-        if prepared.moved is not None and prepared.session and self.shared is not None:
-            self.shared.observe(prepared.session, Observed(mark=prepared.moved.record()))
 
     async def _respond(
         self, request: Request, route: Route, start: float
@@ -395,7 +386,7 @@ class Gateway:
     ) -> tuple[list[Any] | None, Anchor | None]:
         """The frozen zone's cache marker on an Anthropic request, placed from where the
         session's last one went (as the state store says: on whichever worker it went); and
-        where this one went, when that moved (for `_settle` to store)."""
+        where this one went, when that moved (`Prepared.moved`)."""
         stored = Anchor.from_record(result.mark)
         marked, placed = self.cache_marks.place(
             session, result.outcome, data, wire, result.frozen_through, stored
@@ -407,17 +398,18 @@ class Gateway:
         history (`previous_id`) belongs to, when this process does not know (another worker or
         replica answered it)."""
         previous = previous_id(data)
-        if self.shared is None or not previous:
+        if self.links is None or not previous:
             return
         if self.sessions.answered_by(previous) is None:
-            session = await asyncio.to_thread(self.shared.linked, previous)
+            session = await asyncio.to_thread(self.links.linked, previous)
             if session is not None:
                 self.sessions.remember(previous, session)
 
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
         """Count the usage the upstream reported; for a session, remember which session an id
         a later request may continue answered, and leave what the answer taught the session
-        (calibration, cache reach, cache read) for `serve` to store (`Prepared.observe`)."""
+        (calibration, cache reach, cache read, where its marker went) for `serve` to store
+        (`Prepared.observe`)."""
         usage = reader.usage
         if usage is not None:
             removed = round(usage.prompt * prepared.removed_share)
@@ -427,39 +419,40 @@ class Gateway:
             return
         if reader.response_id is not None and prepared.chained:
             self.sessions.remember(reader.response_id, session)
-            if self.shared is not None:  # for the other workers and replicas, off the loop
+            if self.links is not None:  # for the other workers and replicas, off the loop
                 loop = asyncio.get_running_loop()
-                loop.run_in_executor(None, self.shared.link, reader.response_id, session)
-        if usage is None or usage.compacted:  # the provider's compaction: no figure is ours
+                loop.run_in_executor(None, self.links.link, reader.response_id, session)
+        if self.engine is None:
             return
         result = prepared.result
         compacted = prepared.outcome == "compacted"
-        reach = None
-        if result is not None and compacted and result.decision in MEASURED and usage.reports_cache:
-            reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
-            if reach is not None:
-                self.metrics.cache_reach.observe(reach)
-        if self.engine is not None:
-            estimated = result.estimated_sent if result is not None else 0
-            prepared.observe = partial(
-                self._observe, self.engine.compactor, session, usage, estimated, reach, compacted
-            )
+        mark = prepared.moved.record() if prepared.moved is not None else None
+        taught, prompt, estimated = Observed(mark=mark), 0, 0
+        if usage is not None and not usage.compacted:  # the provider's compaction: none is ours
+            reach = None
+            if (
+                compacted
+                and result is not None
+                and result.decision in MEASURED
+                and usage.reports_cache
+            ):
+                reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
+                if reach is not None:
+                    self.metrics.cache_reach.observe(reach)
+            taught = Observed(reach=reach, cached=usage.read, mark=mark)
+            prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
+        if taught != NOTHING:
+            prepared.observe = partial(self._observe, session, prompt, estimated, taught, compacted)
 
     def _observe(
-        self,
-        compactor: Compactor,
-        session: str,
-        usage: Usage,
-        estimated: int,
-        reach: float | None,
-        compacted: bool,
+        self, session: str, prompt: int, estimated: int, taught: Observed, compacted: bool
     ) -> None:
         """Store what an answer taught its session (in a thread, once the answer is out) and
         count a cache break against the session's previous turn, wherever that one ran."""
-        previous = compactor.observe_usage(
-            session, usage.prompt, estimated, reach=reach, cached=usage.read
-        )
-        if cache_broke(previous, usage.read, compacted):
+        if self.engine is None:
+            return
+        previous = self.engine.compactor.observe_usage(session, prompt, estimated, taught)
+        if taught.cached is not None and cache_broke(previous, taught.cached, compacted):
             self.metrics.cache_breaks.inc()
 
 

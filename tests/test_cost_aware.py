@@ -14,6 +14,7 @@ from factrail.core.model import transcript_tokens
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, step
 from factrail.stores.memory_state import MemoryStateStore
+from factrail.stores.state import Observed
 from tests.options import engine_options
 from tests.test_session import chat
 from tests.test_session import compactor as session_compactor
@@ -424,7 +425,7 @@ async def test_a_cache_that_read_nothing_of_the_frozen_zone_is_priced_so() -> No
             turn = await worker.compact("s", openai_chat.parse(chat(k)))
             compacted += turn.outcome == "compacted"
             if compacted == 1 and turn.outcome == "compacted":  # the first compaction's answer
-                worker.observe_usage("s", 0, 0, reach=reach)
+                worker.observe_usage("s", 0, 0, Observed(reach=reach))
             if compacted == 2:
                 return k, turn.decision
         return 120, None

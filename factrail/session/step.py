@@ -52,7 +52,7 @@ from factrail.session.zone import (
 )
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.state import MAX_HISTORY, Observed, SessionState, StateStore
+from factrail.stores.state import MAX_HISTORY, NOTHING, Observed, SessionState, StateStore
 
 log = logging.getLogger("factrail.session")
 
@@ -268,21 +268,19 @@ class SessionCompactor:
         session: str,
         prompt_tokens: int,
         estimated_tokens: int,
-        reach: float | None = None,
-        cached: int | None = None,
+        taught: Observed = NOTHING,
     ) -> int | None:
-        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio);
-        `reach`: the share of the unchanged prefix a compaction turn read from the provider's
-        cache, which prices the session's next compactions (`_rebilled`); `cached`: what the
-        turn read from the cache. All are kept in the state store, so every worker and replica
-        sees the session alike. Returns the session's previous cache read (None: unknown)."""
-        ratio = (
-            prompt_tokens / estimated_tokens if prompt_tokens > 0 and estimated_tokens > 0 else None
-        )
-        if ratio is None and reach is None and cached is None:
+        """Calibrate the estimate from the upstream's `usage.prompt_tokens` (smoothed ratio)
+        and keep the rest an answer taught the session (`Observed`: the cache reach that prices
+        its next compactions, its cache read, where its marker went), all in the state store
+        so that every worker and replica sees the session alike. Returns the session's
+        previous cache read (None: unknown)."""
+        if prompt_tokens > 0 and estimated_tokens > 0:
+            taught = replace(taught, ratio=prompt_tokens / estimated_tokens)
+        if taught == NOTHING:
             return None
         try:
-            return self.state.observe(session, Observed(ratio, reach, cached))
+            return self.state.observe(session, taught)
         except Exception:  # a refinement: never fail the answer for it
             log.warning("could not store what a session's usage taught", exc_info=True)
             return None

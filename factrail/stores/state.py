@@ -170,6 +170,10 @@ class Observed:
     """Where the gateway put the turn's cache marker (`SessionState.mark`)."""
 
 
+NOTHING = Observed()
+"""An answer that taught its session nothing."""
+
+
 def blend(
     previous: float | None, value: float, bounds: tuple[float, float], weight: float
 ) -> float | None:

@@ -110,19 +110,14 @@ class ScriptedCompactor:
         )
 
     def observe_usage(
-        self,
-        session: str,
-        prompt_tokens: int,
-        estimated_tokens: int,
-        reach: float | None = None,
-        cached: int | None = None,
+        self, session: str, prompt_tokens: int, estimated_tokens: int, taught: Observed
     ) -> int | None:
-        """Records the call; keeps the cache read in `state`, as the real step does."""
+        """Records the call; keeps what it taught in `state`, as the real step does."""
         if prompt_tokens > 0 and estimated_tokens > 0:
             self.usage.append((session, prompt_tokens, estimated_tokens))
         self.threads["observe_usage"] = threading.get_ident()
-        self.reaches.append(reach)
-        return self.state.observe(session, Observed(reach=reach, cached=cached))
+        self.reaches.append(taught.reach)
+        return self.state.observe(session, taught)
 
     def transcript_tokens(self, messages: Sequence[Message]) -> int:
         """A flat 1000: what `compact` reports as the tokens before its compaction."""
