@@ -1,9 +1,10 @@
 """History the provider's own compaction replaced: not counted, never reduced, still fenced.
 
 Anthropic drops every block before a `compaction` block that holds a summary; the Responses API
-prunes what came before its latest `compaction` item. A client that keeps appending (the SDK's
-tool runner, a stateless Responses loop) still sends that history, and factrail must not count
-it against the trigger nor spend its rails on what the provider never reads.
+prunes the calls and outputs before its latest `compaction` item (its window keeps the user
+messages before the item, which the model reads). A client that keeps appending (the SDK's tool
+runner, a stateless Responses loop) still sends that history, and factrail must not count it
+against the trigger nor spend its rails on what the provider never reads.
 """
 
 from __future__ import annotations
@@ -99,20 +100,68 @@ def test_the_latest_compaction_wins() -> None:
     assert doc.live == len(wire)
 
 
-def test_a_responses_compaction_item_opens_the_part_the_provider_reads() -> None:
+def stateless_chain(rounds: int, size: int) -> list[dict[str, Any]]:
+    """A Responses loop that kept appending: `rounds` calls, the provider's `compaction` item,
+    one more call."""
     items: list[dict[str, Any]] = [{"role": "user", "content": "Fix it."}]
-    for i in range(3):
+    for i in range(rounds):
         items.append({"type": "function_call", "call_id": f"c{i}", "name": "sh", "arguments": "{}"})
-        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": log(i, 500)})
+        items.append({"type": "function_call_output", "call_id": f"c{i}", "output": log(i, size)})
+        items.append({"role": "assistant", "content": f"Round {i} done."})
     items.append({"type": "compaction", "id": "cmp_1", "encrypted_content": "b3BhcXVl"})
-    items.append({"type": "function_call", "call_id": "c9", "name": "sh", "arguments": "{}"})
-    items.append({"type": "function_call_output", "call_id": "c9", "output": "ok"})
-    doc = responses.parse(items)
-    live = doc.messages[doc.live :]
-    assert [m.role for m in live] == ["assistant", "user"]
-    assert [u.tool_use_id for u in live[0].tool_uses] == ["c9"]
-    ends = responses.parse(items[:-2])  # the compaction item last: nothing the provider reads
-    assert ends.live == len(ends.messages)
+    items.append({"type": "function_call", "call_id": "c99", "name": "sh", "arguments": "{}"})
+    items.append({"type": "function_call_output", "call_id": "c99", "output": "ok"})
+    return items
+
+
+def codex_window(retained: int) -> list[dict[str, Any]]:
+    """What the Codex CLI sends after a remote compaction: its instructions and the user
+    messages the `/responses/compact` window kept (about `retained` chars), the window's
+    `compaction` item, then the new turn."""
+    words = "the migration must keep every tenant's audit rows and their checksums "
+    prompts = [(words * (retained // len(words) // 4 + 1))[: retained // 4] for _ in range(4)]
+
+    def says(role: str, text: str) -> dict[str, Any]:
+        return {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]}
+
+    return [
+        says("developer", "Be terse."),
+        *(says("user", p) for p in prompts),
+        {"type": "compaction", "encrypted_content": "b3BhcXVl"},
+        says("user", "Go on."),
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": '{"cmd":"ls"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py\nb.py"},
+    ]
+
+
+def test_before_a_responses_compaction_item_the_provider_reads_only_messages() -> None:
+    doc = responses.parse(stateless_chain(3, 500))
+    assert doc.live == 0
+    calls = [u.tool_use_id for m in doc.messages for u in m.tool_uses]
+    results = [r.tool_use_id for m in doc.messages for r in m.tool_results]
+    assert calls == ["c99"] and results == ["c99"]  # the pruned calls are not in the view
+    texts = [m.text for m in doc.messages if m.text]
+    assert texts == ["Fix it.", "Round 0 done.", "Round 1 done.", "Round 2 done."]
+    assert responses.parse(stateless_chain(3, 500)).emit(doc.messages) == stateless_chain(3, 500)
+
+
+async def test_the_messages_a_compact_window_keeps_count_against_the_trigger() -> None:
+    """Codex keeps up to 20k tokens of user messages through a remote compaction: uncounted,
+    the transcript would pass the trigger unseen."""
+    c, _ = step()
+    doc = responses.parse(codex_window(80_000))
+    kept = c.transcript_tokens(doc.messages[:4])  # the four prompts the window kept
+    assert kept > 16000
+    result = await c.compact("s", doc)
+    assert result.tokens_before >= kept  # past the trigger, as the provider counts it
+
+
+async def test_calls_a_responses_compaction_pruned_are_not_counted() -> None:
+    c, _ = step()
+    wire = stateless_chain(40, 4000)
+    result = await c.compact("s", responses.parse(wire))
+    assert result.outcome == "passthrough" and result.document is None
+    assert result.tokens_before < 200  # the prompt, forty short notes, one call and its output
 
 
 async def test_history_the_provider_compacted_is_not_counted_against_the_trigger() -> None:

@@ -16,7 +16,7 @@ def sample() -> list[dict[str, Any]]:
     return [
         {"role": "developer", "content": "rules"},
         {"role": "user", "content": [{"type": "input_text", "text": "list files"}]},
-        dict(REASONING),
+        {"type": "compaction", "encrypted_content": "zzz"},  # only calls before it are pruned
         {
             "type": "message",
             "role": "assistant",
@@ -45,7 +45,7 @@ def sample() -> list[dict[str, Any]]:
                 {"type": "input_image", "image_url": "data:x"},
             ],
         },
-        {"type": "compaction", "encrypted_content": "zzz"},
+        dict(REASONING),
         {"type": "item_reference", "id": "msg_9"},
         {"role": "user", "content": "thanks"},
     ]

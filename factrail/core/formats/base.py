@@ -40,8 +40,9 @@ class Document(Protocol):
     system_texts: list[str]
     live: int
     """Index of the first message the provider reads: the ones before it stand for history its
-    own compaction summarized (an Anthropic `compaction` block, a Responses `compaction`
-    item), which it drops (0: it reads them all)."""
+    own compaction summarized (an Anthropic `compaction` block), which it drops (0: it reads
+    them all). (A Responses `compaction` item drops only calls and outputs, which its adapter
+    leaves out of the engine view.)"""
 
     def emit(self, messages: Sequence[Message]) -> Any:
         """The wire document with changed result texts and tool inputs written back."""

@@ -29,9 +29,13 @@ and its output pass through untouched: the program reads the output, only the pr
 result enters the model's context, and the program is replayed from what was sent, so they are
 neither counted nor reduced.
 
-A `compaction` item carries the history the provider's own compaction summarized: the provider
-prunes what came before the latest one, so the first message after it is the first the
-provider reads (`Document.live`).
+A `compaction` item carries the history the provider's own compaction summarized. The provider
+prunes the calls, outputs and reasoning before the latest one, which the item stands for, but
+not every message: the `/responses/compact` window is the user messages it keeps followed by
+its item, and a client that sends that window (the Codex CLI, which also puts its own
+instructions there) has the model read them. So the calls and outputs before the latest
+`compaction` item pass through untouched and uncounted, like a program's; its messages are read
+and counted like any other (`Document.live` stays 0: nothing else before the item is dropped).
 """
 
 from __future__ import annotations
@@ -184,6 +188,14 @@ def _type(item: Any) -> Any:
     return item.get("type") if isinstance(item, dict) else None
 
 
+def _latest_compaction(input: list[Any]) -> int:
+    """The index of the latest `compaction` item (-1: none), before which the provider reads
+    no call or output."""
+    return next(
+        (w for w in range(len(input) - 1, -1, -1) if _type(input[w]) in COMPACTION_ITEMS), -1
+    )
+
+
 def parse(input: str | list[Any]) -> WireDocument:
     """Parse a Responses `input` (the value itself is the wire document)."""
     b = Builder()
@@ -193,13 +205,14 @@ def parse(input: str | list[Any]) -> WireDocument:
     if not isinstance(input, list):
         raise FormatError("Responses input must be a string or a JSON array")
     last: str | None = None
-    offstage: set[str] = set()  # calls the model's program made: outside its context
+    offstage: set[str] = set()  # calls outside the model's context: a program's, or pruned
+    pruned = _latest_compaction(input)
     for w, item in enumerate(input):
         if not isinstance(item, dict):
             raise FormatError(f"input item {w} is not an object")
         kind = item.get("type", "message" if "role" in item else None)
         cid = _call_id(item)
-        if kind in CALL_ITEMS and (from_program(item) or cid in offstage):
+        if kind in CALL_ITEMS and (w < pruned or from_program(item) or cid in offstage):
             if cid:
                 offstage.add(cid)
         elif kind == "message":
@@ -232,6 +245,5 @@ def parse(input: str | list[Any]) -> WireDocument:
                 last = "results"
             _add_output(b, w, item, kind)
         elif kind in COMPACTION_ITEMS:
-            b.live = len(b.messages)
             last = None
     return b.build(FORMAT, input)
