@@ -12,6 +12,11 @@ A `compaction` block with a summary is where the provider's own compaction repla
 before: the API drops every block before it, so the message holding the last such block is the
 first one the provider reads (`Document.live`). A block without a summary is a failed
 compaction the API ignores.
+
+A mid-conversation `role: "system"` message is read as a user turn whose text is never
+rewritten. One with `clear_at: "next_user_message"` stops being shown once a later
+`role: "user"` message follows it: from then on its text is not in the engine view (not
+counted, no fact), though the message is still sent as it was.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from factrail.core.model import as_map
 
 FORMAT = "anthropic"
 COMPACTION_BLOCK = "compaction"
+CLEARS = "next_user_message"
+"""A system message's `clear_at` that hides it once a later user message exists."""
 CODE_CALLER = "code_execution"
 """The prefix of a `caller` type that marks a tool call made by the model's own code."""
 
@@ -38,11 +45,22 @@ def from_code(block: dict[str, Any]) -> bool:
     return isinstance(caller, dict) and _str(caller.get("type")).startswith(CODE_CALLER)
 
 
+def _shown_until(messages: list[Any]) -> int:
+    """The index of the last `role: "user"` message: a system message before it that clears at
+    the next user message is no longer shown (-1: none)."""
+    return next((w for w in range(len(messages) - 1, -1, -1) if _role(messages[w]) == "user"), -1)
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
 def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
     """Parse a Messages API message list (the list itself is the wire document)."""
     if not isinstance(messages, list):
         raise FormatError("Anthropic messages must be a JSON array")
     b = Builder()
+    last_user = _shown_until(messages)
     offstage: set[str] = set()  # calls the model's code made: outside its context
     if system is not None:
         b.system_texts.append(join_text(system))
@@ -61,7 +79,10 @@ def parse(messages: Sequence[Any], system: Any = None) -> WireDocument:
             )
         else:
             text = join_text(content)
-        b.push("assistant" if msg.get("role") == "assistant" else "user", text)
+        role = msg.get("role")
+        if role == "system" and msg.get("clear_at") == CLEARS and w < last_user:
+            text = ""  # no longer shown to the model
+        b.push("assistant" if role == "assistant" else "user", text)
         for k, bl in blocks:
             kind = bl.get("type")
             if kind == "tool_use" and from_code(bl):
