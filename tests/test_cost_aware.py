@@ -371,21 +371,22 @@ async def test_getting_back_under_the_long_context_price_line_pays_at_once(
 
 
 async def test_dearer_writes_against_reads_make_deeper_compactions() -> None:
-    """A compaction leaves room for as many turns as re-writing a token costs in reads, when
-    that is more than twelve: Opus 5.5 reads at 0.05 and writes at 1.25, so 24 turns; Opus 5
-    (0.1, 1.25) keeps twelve. The same cold-cache compaction aims lower on Opus 5.5."""
+    """A compaction leaves room for twice as many turns as re-writing a token costs in reads,
+    when that is more than twelve: Opus 5 reads at 0.1 and writes at 1.25, so 23 turns;
+    GPT-4o (0.5, and no write price) keeps twelve. The same cold-cache compaction aims lower on
+    Opus 5."""
     wire = chat(30)
     trigger = between_the_lines(wire)
     after = {}
-    for model in ("claude-opus-5", "claude-opus-5-5"):
+    for model in ("gpt-4o", "claude-opus-5"):
         clock = Clock()
-        compactor = make(trigger, clock=clock)
+        compactor = make(trigger, "auto", clock=clock)
         await compactor.compact("s", openai_chat.parse(wire[:4]), model=model)  # seen, small
         clock.now += 301  # cold: the compaction runs whatever its price
         result = await compactor.compact("s", openai_chat.parse(wire), model=model)
         assert result.outcome == "compacted" and result.decision == "cold"
         after[model] = result.tokens_after
-    assert after["claude-opus-5-5"] < after["claude-opus-5"]
+    assert after["claude-opus-5"] < after["gpt-4o"]
 
 
 async def test_the_gate_prices_a_model_as_factrail_model_prices_says() -> None:

@@ -71,9 +71,14 @@ REDUCIBLE_SHARE = 0.8
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
 HEADROOM_TURNS = 12
-"""A compaction leaves room for about this many turns of the session's growth (when that is
-more than the re-arm gap; more where a cache write costs more reads, `_room_turns`): fewer,
+"""A compaction leaves room for at least this many turns of the session's growth (when that
+is more than the re-arm gap; more where a cache write costs more reads, `_room_turns`): fewer,
 deeper compactions, each paying back sooner."""
+ROOM_PER_REWRITE = 2.0
+"""Turns of room a compaction leaves per turn of cache reads that re-writing a token costs:
+at Anthropic's 0.1 and 1.25, 23 turns. (Measured on the dev corpus at those prices, room for
+12 / 18 / 24 / 30 / 45 turns billed 0.893 / 0.878 / 0.858 / 0.858 / 0.855 of sending
+everything at 0.8 windows: the rails reach their deepest by about 24.)"""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -718,12 +723,13 @@ class SessionCompactor:
         return max(soft_line(turn.trigger) - room, 0.0)
 
     def _room_turns(self, turn: Turn) -> float:
-        """How many turns of growth a compaction leaves room for: `HEADROOM_TURNS`, or as many
-        turns of cache reads as re-writing a token costs when that is more (the writes dearer
-        against the reads: Anthropic's one-hour cache, 19; a model that reads at 0.05, 24), so
-        each dearer compaction comes that much less often."""
+        """How many turns of growth a compaction leaves room for: `ROOM_PER_REWRITE` times as
+        many as the turns of cache reads that re-writing a token costs (Anthropic at 0.1 and
+        1.25: 23; its one-hour cache: 38; a model that reads at 0.05: 48), at least
+        `HEADROOM_TURNS` (where a cache miss is cheap: GPT-4o's 0.5), so each dearer
+        compaction goes deeper and comes that much less often."""
         price = self._prices(turn)
-        return max(HEADROOM_TURNS, (price.write - price.cached) / price.cached)
+        return max(HEADROOM_TURNS, ROOM_PER_REWRITE * (price.write - price.cached) / price.cached)
 
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
         """Run the rails (past the hard line, on the newer results first; see `_cheaper`)."""

@@ -144,7 +144,7 @@ def test_on_the_one_hour_cache_writes_cost_twice_and_the_rails_compact_no_more()
 
     def rows(ttl: float | None) -> dict[str, Any]:
         pair = ("rails", "none")
-        got = simulate(name, messages, OPTIONS, lengths=(1.2,), strategies=pair, cache_ttl_s=ttl)
+        got = simulate(name, messages, OPTIONS, lengths=(1.5,), strategies=pair, cache_ttl_s=ttl)
         return {r.strategy: r for r in asyncio.run(got)}
 
     five, hour = rows(None), rows(3600)
@@ -161,7 +161,7 @@ def test_a_model_with_cheaper_cache_reads_is_billed_and_gated_at_its_own_prices(
 
     def rows(model: str) -> dict[str, Any]:
         pair = ("rails", "none")
-        got = simulate(name, messages, OPTIONS, lengths=(1.2,), strategies=pair, model=model)
+        got = simulate(name, messages, OPTIONS, lengths=(1.5,), strategies=pair, model=model)
         return {r.strategy: r for r in asyncio.run(got)}
 
     base, opus = rows(""), rows("claude-opus-5-5")
