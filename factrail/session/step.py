@@ -70,15 +70,16 @@ REDUCIBLE_SHARE = 0.8
 """About how much of the results it may reduce a compaction removes (for the estimate of
 what a compaction would save before it runs)."""
 MAX_HISTORY_RESULTS = 200
-HEADROOM_TURNS = 12
+HEADROOM_TURNS = 24
 """A compaction leaves room for at least this many turns of the session's growth (when that
 is more than the re-arm gap; more where a cache write costs more reads, `_room_turns`): fewer,
-deeper compactions, each paying back sooner."""
+deeper compactions, each paying back sooner. (Measured on the dev corpus at Anthropic's 0.1
+and 1.25, room for 12 / 18 / 24 / 30 / 45 turns billed 0.893 / 0.878 / 0.858 / 0.858 / 0.855
+of sending everything at 0.8 windows: the rails reach their deepest by about 24. At GPT-4o's
+0.5, 24 billed 0.704 / 0.626 / 0.572 / 0.526 against twelve's 0.724 / 0.646 / 0.588 / 0.530.)"""
 ROOM_PER_REWRITE = 2.0
-"""Turns of room a compaction leaves per turn of cache reads that re-writing a token costs:
-at Anthropic's 0.1 and 1.25, 23 turns. (Measured on the dev corpus at those prices, room for
-12 / 18 / 24 / 30 / 45 turns billed 0.893 / 0.878 / 0.858 / 0.858 / 0.855 of sending
-everything at 0.8 windows: the rails reach their deepest by about 24.)"""
+"""Turns of room a compaction leaves per turn of cache reads that re-writing a token costs,
+where that is more than `HEADROOM_TURNS` (a model that reads at 0.05: 48)."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -724,10 +725,10 @@ class SessionCompactor:
 
     def _room_turns(self, turn: Turn) -> float:
         """How many turns of growth a compaction leaves room for: `ROOM_PER_REWRITE` times as
-        many as the turns of cache reads that re-writing a token costs (Anthropic at 0.1 and
-        1.25: 23; its one-hour cache: 38; a model that reads at 0.05: 48), at least
-        `HEADROOM_TURNS` (where a cache miss is cheap: GPT-4o's 0.5), so each dearer
-        compaction goes deeper and comes that much less often."""
+        many as the turns of cache reads that re-writing a token costs (Anthropic's one-hour
+        cache: 38; a model that reads at 0.05: 48), and at least `HEADROOM_TURNS` (that floor
+        holds at Anthropic's 0.1 and 1.25, where the product is 23, and at GPT-4o's 0.5, 2),
+        so each dearer compaction goes deeper and comes that much less often."""
         price = self._prices(turn)
         return max(HEADROOM_TURNS, ROOM_PER_REWRITE * (price.write - price.cached) / price.cached)
 
