@@ -27,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from app import openai_marks
 from app.cache_marks import Anchor, CacheMarks, requested_ttl
-from app.engine import Engine
+from app.engine import Compactor, Engine
 from app.errors import StreamShape, anthropic_error, openai_error
 from app.logging import log_request
 from app.metrics import Metrics
@@ -442,16 +442,23 @@ class Gateway:
             taught = Observed(reach=reach, cached=usage.read, mark=mark)
             prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
         if taught != NOTHING:
-            prepared.observe = partial(self._observe, session, prompt, estimated, taught, compacted)
+            compactor = self.engine.compactor
+            prepared.observe = partial(
+                self._observe, compactor, session, prompt, estimated, taught, compacted
+            )
 
     def _observe(
-        self, session: str, prompt: int, estimated: int, taught: Observed, compacted: bool
+        self,
+        compactor: Compactor,
+        session: str,
+        prompt: int,
+        estimated: int,
+        taught: Observed,
+        compacted: bool,
     ) -> None:
         """Store what an answer taught its session (in a thread, once the answer is out) and
         count a cache break against the session's previous turn, wherever that one ran."""
-        if self.engine is None:
-            return
-        previous = self.engine.compactor.observe_usage(session, prompt, estimated, taught)
+        previous = compactor.observe_usage(session, prompt, estimated, taught)
         if taught.cached is not None and cache_broke(previous, taught.cached, compacted):
             self.metrics.cache_breaks.inc()
 

@@ -47,6 +47,8 @@ from factrail.stores.state import (
     SessionState,
     decode_state,
     encode_state,
+    with_observed,
+    without_observed,
 )
 
 log = logging.getLogger("factrail.stores.redis")
@@ -168,7 +170,7 @@ class RedisStateStore:
             state = decode_state(blob)
             if state is None:
                 return None, False
-            return _with_observed(state, stored), True
+            return with_observed(state, stored), True
 
         failed: tuple[SessionState | None, bool] = (None, False)
         return self._run("load", run, failed)
@@ -180,9 +182,7 @@ class RedisStateStore:
 
         def run() -> None:
             now = self._now_ms()
-            blob = encode_state(
-                replace(state, calibration=None, reach=None, cached=None, mark=None, updated_ms=now)
-            )
+            blob = encode_state(replace(without_observed(state), updated_ms=now))
             tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
             keep = self.taint_keep_ms if tainted else self.ttl_ms
             pipe = self._client.pipeline(transaction=True)
@@ -329,17 +329,6 @@ def redact_url(url: str) -> str:
     port = f":{parts.port}" if parts.port else ""
     user = f"{parts.username}:***@" if parts.username else ":***@"
     return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
-
-
-def _with_observed(state: SessionState, stored: SessionState) -> SessionState:
-    """`state` with what `observe` stored apart (each field that is set)."""
-    return replace(
-        state,
-        calibration=state.calibration if stored.calibration is None else stored.calibration,
-        reach=state.reach if stored.reach is None else stored.reach,
-        cached=state.cached if stored.cached is None else stored.cached,
-        mark=state.mark if stored.mark is None else stored.mark,
-    )
 
 
 def _mark(value: Any) -> dict[str, Any] | None:

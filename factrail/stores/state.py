@@ -209,19 +209,29 @@ def take_observed(state: SessionState, observed: Observed) -> int | None:
     return previous
 
 
+OBSERVED_FIELDS = ("calibration", "reach", "cached", "mark")
+"""The `SessionState` fields only `observe` writes (what answers taught the session)."""
+
+
 def keep_observed(state: SessionState, stored: SessionState | None) -> SessionState:
-    """`state` as a `save` writes it over `stored`: with the stored calibration, reach, cache
-    read and marker, which only `observe` writes (a turn never undoes what landed after its
-    load)."""
+    """`state` as a `save` writes it over `stored`: with the stored `OBSERVED_FIELDS`, which
+    only `observe` writes (a turn never undoes what landed after its load)."""
     if stored is None:
         return state
-    return replace(
-        state,
-        calibration=stored.calibration,
-        reach=stored.reach,
-        cached=stored.cached,
-        mark=stored.mark,
-    )
+    return replace(state, **{name: getattr(stored, name) for name in OBSERVED_FIELDS})
+
+
+def without_observed(state: SessionState) -> SessionState:
+    """`state` without its `OBSERVED_FIELDS` (a store that keeps them apart)."""
+    blank: dict[str, Any] = dict.fromkeys(OBSERVED_FIELDS)
+    return replace(state, **blank)
+
+
+def with_observed(state: SessionState, stored: SessionState) -> SessionState:
+    """`state` with each of the `OBSERVED_FIELDS` that `stored` holds (a store that keeps them
+    apart)."""
+    held = {name: getattr(stored, name) for name in OBSERVED_FIELDS}
+    return replace(state, **{name: value for name, value in held.items() if value is not None})
 
 
 def encode_state(state: SessionState) -> bytes:
