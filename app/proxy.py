@@ -33,7 +33,7 @@ from app.logging import log_request
 from app.metrics import Metrics
 from app.relay import Relay
 from app.request_body import Forward, Reject, classify
-from app.sessions import SessionMemory, cache_broke, reach_share
+from app.sessions import SessionMemory, bill, cache_broke, reach_share
 from app.upstream import (
     HeaderRules,
     has_dot_segment,
@@ -408,9 +408,11 @@ class Gateway:
     def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
         """Count the usage the upstream reported; for a session, remember which session an id
         a later request may continue answered, and leave what the answer taught the session
-        (calibration, cache reach, cache read, where its marker went) for `serve` to store
+        (calibration, cache reach, cache read, where its marker went, its share of the
+        session's bill) for `serve` to store
         (`Prepared.observe`)."""
         usage = reader.usage
+        removed = 0
         if usage is not None:
             removed = round(usage.prompt * prepared.removed_share)
             self.metrics.record_usage(usage, removed, prepared.outcome)
@@ -439,7 +441,14 @@ class Gateway:
                 reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
                 if reach is not None:
                     self.metrics.cache_reach.observe(reach)
-            taught = Observed(reach=reach, cached=usage.read, mark=mark)
+            billed = bill(usage, removed, result) if result is not None else None
+            taught = Observed(
+                reach=reach,
+                cached=usage.read,
+                mark=mark,
+                billed=billed[0] if billed else None,
+                spared=billed[1] if billed else None,
+            )
             prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
         if taught != NOTHING:
             compactor = self.engine.compactor

@@ -1,8 +1,8 @@
 """What the gateway remembers of recent answers, in memory and bounded: which session each
 answer id a later request may continue answered (a Responses `previous_response_id`, an Anthropic
 thread's `previous_message_id`); how a compaction turn's cache read measures how far the
-provider's cache reached (`reach_share`); and when a turn's cache read is a cache break
-(`cache_broke`).
+provider's cache reached (`reach_share`); when a turn's cache read is a cache break
+(`cache_broke`); and what a turn adds to its session's bill (`bill`).
 
 The memory is per process; the chain is also kept in the state store (`StateStore.link`), so a
 chain continued on another worker or replica finds its session there. A session's reach and its
@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from typing import Generic, TypeVar
+
+from app.usage import Usage
+from factrail.policy.cost import billed_input, spared
+from factrail.session import TurnResult
 
 V = TypeVar("V")
 RECENT_SESSIONS = 10_000
@@ -79,3 +83,17 @@ def reach_share(cached: int, unchanged: int) -> float | None:
     if unchanged < MIN_REACH_PREFIX:
         return None
     return max(0.0, min(1.0, cached / unchanged))
+
+
+def bill(usage: Usage, removed: int, result: TurnResult) -> tuple[float, float] | None:
+    """An answered turn's share of its session's bill: its billed-equivalent input tokens, from
+    the provider's split at the turn's prices, and what it cost less than sent whole (the
+    `removed` tokens it did not send; on a compaction that was not free, less re-writing what
+    follows its first change). None when the turn has no prices or the provider does not
+    report its cache (its split says nothing of what it billed)."""
+    price = result.prices
+    if price is None or not usage.reports_cache:
+        return None
+    billed = billed_input(usage.uncached, usage.cached, usage.cache_write, price)
+    paid = result.outcome == "compacted" and result.decision != "cold"
+    return billed, spared(removed, result.invalidated_tokens if paid else 0, price)

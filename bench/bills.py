@@ -48,7 +48,7 @@ def compare(
         print(
             f"{'calls':>5} {'route':<16} {'reqs':>4} {'bad':>3} {'compact':>7} "
             + " ".join(f"{h:>{w}}" for h, w, _ in columns)
-            + f" {'billed':>9} {'ratio':>6} {'fact':>6}"
+            + f" {'billed':>9} {'ratio':>6} {'fact':>6} {'ledger':>6}"
         )
         runner = partial(run, endpoint)
         pairs = [(t, Pairs(direct(endpoint), url, route, runner, work)) for t, url, _ in gateways]
@@ -59,8 +59,11 @@ def compare(
             for trigger, gateway in pairs:
                 through, grew = gateway.through(n, work / f"{n}-t{trigger:06d}", script)
                 compactions = f"{grew.get('compactions', 0):.0f}"
+                # factrail's own estimate of the session sent whole: what it was billed, plus
+                # what factrail says it spared (the turns it did not step are alike both ways)
+                whole = through.billed + grew.get("ledger_spared", 0.0)
                 _line(n, f"factrail T={trigger // 1000}k", through, compactions, alone.billed,
-                      columns)  # fmt: skip
+                      columns, through.billed / whole)  # fmt: skip
     finally:
         for _, _, proc in gateways:
             stop(proc)
@@ -69,12 +72,20 @@ def compare(
 
 
 def _line(
-    steps: int, label: str, s: Session, compactions: str, direct: float, columns: Columns
+    steps: int,
+    label: str,
+    s: Session,
+    compactions: str,
+    direct: float,
+    columns: Columns,
+    estimated: float | None = None,
 ) -> None:
+    """One session's row; `estimated`: the ratio to direct factrail's own bill of it gives."""
     cells = " ".join(f"{cell(s):>{w}}" for _, w, cell in columns)
+    told = "-" if estimated is None else f"{estimated:.3f}"
     print(
         f"{steps:>5} {label:<16} {len(s.records):>4} {len(s.rejected):>3} {compactions:>7} "
-        f"{cells} {s.billed:>9,.0f} {s.billed / direct:>6.3f} {s.fact:>6}",
+        f"{cells} {s.billed:>9,.0f} {s.billed / direct:>6.3f} {s.fact:>6} {told:>6}",
         flush=True,
     )
     if s.returncode != 0:

@@ -344,7 +344,7 @@ async def _compact(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from factrail.session.inspect import listing, render, report
+    from factrail.session.inspect import bill, listing, render, report
     from factrail.session.keys import header_key
     from factrail.settings import Settings
     from factrail.stores import open_state_store, state_url
@@ -352,7 +352,11 @@ def _inspect(args: argparse.Namespace) -> int:
     store = open_state_store(state_url(Settings().state_url))
     try:
         if args.list:
-            sys.stdout.write(listing(store.recent(20)))
+            rows = []
+            for session, ms in store.recent(20):
+                state = store.load(session)
+                rows.append((session, ms, None if state is None else bill(state)))
+            sys.stdout.write(listing(rows))
             return 0
         key = header_key(args.header) if args.header else args.session
         if not key:

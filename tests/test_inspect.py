@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from app.main import create_app, default_engine
@@ -16,11 +17,12 @@ from factrail.cli import main
 from factrail.core.formats import openai_chat
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
-from factrail.session.inspect import render, report
+from factrail.session.inspect import bill, listing, render, report, summary
 from factrail.session.keys import header_key
 from factrail.settings import Settings
 from factrail.stores import open_state_store
 from factrail.stores.outputs import OutputStore
+from factrail.stores.state import SessionState
 from tests.options import engine_options
 from tests.test_session import chat
 
@@ -131,3 +133,92 @@ def test_the_admin_route_needs_the_key_and_is_never_forwarded(tmp_path: Path) ->
             client.request(method, "/v1/factrail/sessions", headers=auth)
             client.request(method, "/v1/factrail/outputs/x/y", headers=auth)
     assert forwarded == []
+
+
+def metric_sum(text: str, name: str) -> float:
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    )
+
+
+def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it_whole(
+    tmp_path: Path,
+) -> None:
+    """Through the gateway with the real step: every answered turn adds its billed-equivalent
+    input (the provider's split at Anthropic's prices) to its session's bill, and what it
+    spared against sending it whole: the tokens it kept out at the cached price, less, on the
+    compaction that was not free, re-writing everything after its first change. The sessions
+    route and `factrail inspect` show it, per session and all together."""
+    url = f"sqlite://{tmp_path / 'state.db'}"
+    usages = iter([(9000, 0), (9500, 8000), (9900, 9400)])  # (prompt, cached) per turn
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        prompt, cached = next(usages)
+        details = {"cached_tokens": cached}
+        usage = {"prompt_tokens": prompt, "prompt_tokens_details": details}
+        return httpx.Response(200, json={"choices": [], "usage": usage})
+
+    settings = Settings(
+        state_url=url,
+        trigger_tokens=6000,
+        trigger_percent=0.0,
+        price_profile="anthropic",
+        outputs_dir=str(tmp_path / "outputs"),
+    )
+    app = create_app(
+        settings,
+        client=httpx.AsyncClient(transport=httpx.MockTransport(upstream)),
+        state=open_state_store(url),
+        engine_factory=default_engine,
+    )
+    session = header_key("run-1")
+    headers = {"x-factrail-session": "run-1"}
+    with TestClient(app) as client:
+        outcomes = []
+        for turns in (30, 31, 32):
+            body = {"model": "claude-sonnet-4", "messages": chat(turns)}
+            r = client.post("/v1/chat/completions", json=body, headers=headers)
+            assert r.status_code == 200
+            outcomes.append(r.headers["x-factrail"])
+        assert outcomes[0] == "compacted" and "compacted" not in outcomes[1:]
+        removed = metric_sum(client.get("/metrics").text, "factrail_input_tokens_removed_total")
+        listed = client.get("/v1/factrail/sessions").json()
+        inspected = client.get(f"/v1/factrail/sessions/{session}").json()
+    billed = sum(
+        prompt - cached + 0.1 * cached for prompt, cached in [(9000, 0), (9500, 8000), (9900, 9400)]
+    )
+    (compaction,) = inspected["history"]
+    expected = 0.1 * removed - 1.15 * compaction["invalidated_tokens"]
+    assert removed > 0 and compaction["decision"] == "forced"
+    assert inspected["bill"]["billed"] == pytest.approx(billed, abs=0.1)
+    assert inspected["bill"]["spared"] == pytest.approx(expected, abs=0.1)
+    assert inspected["bill"]["whole"] == pytest.approx(billed + expected, abs=0.2)
+    (row,) = listed["sessions"]
+    assert row["session"] == session and row["bill"] == inspected["bill"]
+    assert listed["summary"]["sessions"] == 1
+    assert listed["summary"]["above_whole"] == (1 if expected < 0 else 0)
+    assert "bill: " in render(inspected)
+
+
+def test_the_bills_of_recent_sessions_together() -> None:
+    """A session that re-wrote more than it kept out cost more than sent whole; the summary
+    counts it and weighs every session by its bill."""
+    cheaper = bill(SessionState(plan={}, billed=800.0, spared=200.0))
+    dearer = bill(SessionState(plan={}, billed=1050.0, spared=-50.0))
+    assert cheaper is not None and cheaper["ratio"] == 0.8 and cheaper["whole"] == 1000.0
+    assert dearer is not None and dearer["ratio"] == 1.05
+    assert bill(SessionState(plan={})) is None  # no usage reported yet
+    together = summary([cheaper, dearer, None])
+    assert together == {"sessions": 2, "above_whole": 1, "worst_ratio": 1.05, "ratio": 0.925}
+    text = listing([("s-a", 0, cheaper), ("s-b", 0, dearer), ("s-c", 0, None)])
+    assert "s-a  1970-01-01 00:00:00 UTC  0.800× of sent whole" in text
+    assert (
+        "2 with a bill: 0.925× of sending them whole; 1 cost more than sent whole (worst 1.050×)"
+        in text
+    )
+    assert "cost 50 more" in render(
+        {**report("s-b", SessionState(plan={}, billed=1050.0, spared=-50.0))}
+    )

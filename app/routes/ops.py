@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from app.errors import openai_error
 from app.metrics import CONTENT_TYPE
 from app.proxy import Gateway
-from factrail.session.inspect import report
+from factrail.session.inspect import bill, report, summary
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
 
@@ -75,13 +75,23 @@ async def saved_output(request: Request, output_id: str) -> Response:
 
 @router.get("/v1/factrail/sessions")
 async def recent_sessions(request: Request) -> Response:
-    """The most recently updated sessions (keys only); needs the admin key when set."""
+    """The most recently updated sessions, each with its bill against sending it whole, and
+    all of them together; needs the admin key when set."""
     denied = _admin_denied(request)
     if denied is not None:
         return denied
     state: StateStore | None = request.app.state.state_store
-    recent = [] if state is None else await run_in_threadpool(state.recent, 50)
-    return JSONResponse({"sessions": [{"session": k, "updated_ms": ms} for k, ms in recent]})
+    rows = [] if state is None else await run_in_threadpool(_recent_bills, state, 50)
+    sessions = [{"session": k, "updated_ms": ms, "bill": b} for k, ms, b in rows]
+    return JSONResponse({"sessions": sessions, "summary": summary([b for _, _, b in rows])})
+
+
+def _recent_bills(state: StateStore, limit: int) -> list[tuple[str, int, dict[str, float] | None]]:
+    rows = []
+    for session, ms in state.recent(limit):
+        loaded = state.load(session)
+        rows.append((session, ms, None if loaded is None else bill(loaded)))
+    return rows
 
 
 @router.get("/v1/factrail/sessions/{session}")

@@ -172,6 +172,26 @@ def pays(
     return remaining_turns * per_turn > invalidated * extra
 
 
+def billed_input(uncached: int, cached: int, written: int, price: Prices) -> float:
+    """The billed-equivalent input tokens (uncached input tokens' worth) of one answered
+    request, from the provider's own split: tokens past every cache breakpoint at the input
+    price, cache reads at `cached`, cache writes at `write`; a request past the long-context
+    line at that tier's price throughout."""
+    return (uncached + cached * price.cached + written * price.write) * price.tier(
+        uncached + cached + written
+    )
+
+
+def spared(removed: float, rebilled: float, price: Prices) -> float:
+    """What one answered turn cost less than the same turn sent whole (billed-equivalent
+    tokens; negative: it cost more): the `removed` tokens it did not send, which sent whole
+    would have been cache reads, less what re-writing the `rebilled` tokens from a
+    compaction's first change cost over reading them (0 when the cache was cold anyway). An
+    estimate that counts against factrail: the turn's own new messages, written either way,
+    are among the re-billed tokens."""
+    return removed * price.cached - rebilled * (price.write - price.cached)
+
+
 def duration_s(value: object) -> float | None:
     """Seconds in a TTL such as `"30m"`, `"1h"` or `"300s"` (None for anything else)."""
     if not isinstance(value, str) or len(value) < 2 or not value[:-1].isdigit():

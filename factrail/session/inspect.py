@@ -10,6 +10,36 @@ from factrail.session.keys import SESSION_HEADER
 from factrail.stores.state import SessionState
 
 
+def bill(state: SessionState) -> dict[str, float] | None:
+    """The session's bill so far (billed-equivalent input tokens, from the provider's usage, of
+    the answered turns factrail stepped), what those turns would have cost sent whole
+    (estimated: `policy.cost.spared`), and the ratio; None before any usage was reported."""
+    if state.billed is None:
+        return None
+    billed, spared = state.billed, state.spared or 0.0
+    whole = billed + spared
+    return {
+        "billed": round(billed, 1),
+        "spared": round(spared, 1),
+        "whole": round(whole, 1),
+        "ratio": round(billed / whole, 4) if whole > 0 else 1.0,
+    }
+
+
+def summary(bills: Sequence[Mapping[str, float] | None]) -> dict[str, Any]:
+    """Sessions' bills together: how many have one, how many cost more than sent whole (and the
+    worst), and all of them against sending them whole."""
+    known = [b for b in bills if b is not None]
+    above = [b["ratio"] for b in known if b["spared"] < 0]
+    billed, whole = sum(b["billed"] for b in known), sum(b["whole"] for b in known)
+    return {
+        "sessions": len(known),
+        "above_whole": len(above),
+        "worst_ratio": max(above, default=None),
+        "ratio": round(billed / whole, 4) if whole > 0 else None,
+    }
+
+
 def report(session: str, state: SessionState) -> dict[str, Any]:
     """The session's compactions (newest last) and its standing figures, as JSON."""
     return {
@@ -21,6 +51,7 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
         "frozen_calls": len(state.settled),
         "tainted": bool(state.taint and state.taint.get("tainted") is True),
         "updated_ms": state.updated_ms,
+        "bill": bill(state),
         "history": state.history,
     }
 
@@ -32,6 +63,8 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
         f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen"
         + (", tainted (judged by the rules or a local judge only)" if data["tainted"] else "")
     ]
+    if data.get("bill"):
+        lines.append(_bill_line(data["bill"]))
     for h in data["history"]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h["at_ms"] / 1000))
         why = _WHY.get(h.get("decision") or "", "")
@@ -97,11 +130,30 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def listing(sessions: Sequence[tuple[str, int]]) -> str:
-    """Recent sessions, newest first."""
-    rows = [
-        f"{key}  {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(ms / 1000))} UTC"
-        for key, ms in sessions
-    ]
+def _bill_line(b: Mapping[str, float]) -> str:
+    """`bill: …` for one session."""
+    verb = "saved" if b["spared"] >= 0 else "cost"
+    more = "" if b["spared"] >= 0 else " more"
+    return (
+        f"bill: {b['billed']:,.0f} billed-equivalent input tokens; sent whole about"
+        f" {b['whole']:,.0f} ({b['ratio']:.3f}×): {verb} {abs(b['spared']):,.0f}{more}"
+    )
+
+
+def listing(sessions: Sequence[tuple[str, int, Mapping[str, float] | None]]) -> str:
+    """Recent sessions, newest first, each with its bill against sending it whole; then all
+    of them together."""
+    rows = []
+    for key, ms, b in sessions:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+        figure = "" if b is None else f"  {b['ratio']:.3f}× of sent whole"
+        rows.append(f"{key}  {when} UTC{figure}")
+    total = summary([b for _, _, b in sessions])
+    if total["sessions"]:
+        worst = f" (worst {total['worst_ratio']:.3f}×)" if total["above_whole"] else ""
+        rows.append(
+            f"{total['sessions']} with a bill: {total['ratio']:.3f}× of sending them whole;"
+            f" {total['above_whole']} cost more than sent whole{worst}"
+        )
     hint = f"(a session named by `{SESSION_HEADER}: X` is `factrail inspect --header X`)"
     return "\n".join([*rows, hint]) + "\n"

@@ -133,6 +133,9 @@ class TurnResult:
     before it from cache."""
     estimated_sent: int = 0
     """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
+    prices: Prices | None = None
+    """The prices the turn is billed at (its model's, under the configured profile): what the
+    gateway prices the answer's usage at for the session's bill."""
     mark: dict[str, Any] | None = None
     """Where the gateway last put the session's cache marker, as the state store holds it
     (`SessionState.mark`, opaque here)."""
@@ -386,6 +389,7 @@ class SessionCompactor:
             compactions=turn.state.compactions,
             estimated_sent=turn.estimated,
             mark=turn.state.mark,
+            prices=self._prices(turn),
         )
         writes = self._fence(turn, evidence, aliases)
         tainted_now = bool(writes) and writes[-1][0] == session

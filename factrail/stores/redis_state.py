@@ -9,7 +9,8 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
   blended atomically in the server by a script (a turn's save never undoes one that landed
   after its load); `<p>read:<session>`: the last answered turn's cache read, swapped by
   `SET … GET` (Redis 6.2 or later, any Valkey); `<p>mark:<session>`: where the gateway last
-  put the cache marker (JSON);
+  put the cache marker (JSON); `<p>bill:<session>`: a hash of the session's bill (`billed`,
+  `spared`), each added to atomically (`HINCRBYFLOAT`);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
   Anthropic threads);
@@ -128,6 +129,9 @@ class RedisStateStore:
     def _mark_key(self, session: str) -> str:
         return f"{self.prefix}mark:{session}"
 
+    def _bill_key(self, session: str) -> str:
+        return f"{self.prefix}bill:{session}"
+
     def _lease_key(self, session: str) -> str:
         return f"{self.prefix}l:{session}"
 
@@ -149,7 +153,8 @@ class RedisStateStore:
         any error and for a record it cannot decode."""
 
         def run() -> tuple[SessionState | None, bool]:
-            blob, ratio, share, read, placed = self._client.mget(
+            pipe = self._client.pipeline(transaction=False)
+            pipe.mget(
                 [
                     self._state_key(session),
                     self._calibration_key(session),
@@ -158,12 +163,16 @@ class RedisStateStore:
                     self._mark_key(session),
                 ]
             )
+            pipe.hmget(self._bill_key(session), ["billed", "spared"])
+            (blob, ratio, share, read, placed), (billed, spared) = pipe.execute()
             stored = SessionState(
                 {},
                 calibration=_number(ratio, CALIBRATION_RANGE),
                 reach=_number(share, REACH_RANGE),
                 cached=_read(read),
                 mark=_mark(placed),
+                billed=_number(billed, UNBOUNDED),
+                spared=_number(spared, UNBOUNDED),
             )
             if blob is None:
                 return (None if stored == SessionState({}) else stored), True
@@ -196,6 +205,7 @@ class RedisStateStore:
                 pipe.pexpire(key, keep)
             pipe.pexpire(self._read_key(session), keep)
             pipe.pexpire(self._mark_key(session), keep)
+            pipe.pexpire(self._bill_key(session), keep)
             pipe.zadd(self._recent_key, {session: now})
             pipe.execute()
             with self._lock:
@@ -217,7 +227,12 @@ class RedisStateStore:
         if reach is not None and math.isfinite(reach):
             blends.append((self._reach_key(session), reach, REACH_RANGE, REACH_WEIGHT))
         cached = observed.cached if observed.cached is not None and observed.cached >= 0 else None
-        if not blends and cached is None and observed.mark is None:
+        bill = [
+            (name, value)
+            for name, value in (("billed", observed.billed), ("spared", observed.spared))
+            if value is not None and math.isfinite(value)
+        ]
+        if not blends and cached is None and observed.mark is None and not bill:
             return None
 
         def run() -> int | None:
@@ -230,6 +245,10 @@ class RedisStateStore:
                 self._blend(keys=[key, self._recent_key], args=args, client=pipe)
             if observed.mark is not None:
                 pipe.set(self._mark_key(session), orjson.dumps(observed.mark), px=self.ttl_ms)
+            for name, value in bill:
+                pipe.hincrbyfloat(self._bill_key(session), name, value)
+            if bill:
+                pipe.pexpire(self._bill_key(session), self.ttl_ms)
             if cached is not None:
                 pipe.set(self._read_key(session), cached, px=self.ttl_ms, get=True)
             replies = pipe.execute()
@@ -351,6 +370,10 @@ def _read(value: Any) -> int | None:
     except ValueError:
         return None
     return number if number >= 0 else None
+
+
+UNBOUNDED = (-math.inf, math.inf)
+"""The bounds of a stored sum (any finite number)."""
 
 
 def _number(value: Any, bounds: tuple[float, float]) -> float | None:

@@ -77,6 +77,12 @@ class SessionState:
     mark: dict[str, Any] | None = None
     """Where the gateway last put the frozen zone's cache marker (opaque to the step; see
     `app.cache_marks.Anchor`)."""
+    billed: float | None = None
+    """The billed-equivalent input tokens of the session's answered turns that factrail
+    stepped, from the provider's own usage (None: none reported yet; `policy.cost`)."""
+    spared: float | None = None
+    """What those turns cost less than sent whole, estimated (`policy.cost.spared`; negative:
+    the session has so far cost more through factrail)."""
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -168,6 +174,10 @@ class Observed:
     """The input tokens the turn read from the provider's cache (`SessionState.cached`)."""
     mark: dict[str, Any] | None = None
     """Where the gateway put the turn's cache marker (`SessionState.mark`)."""
+    billed: float | None = None
+    """The turn's billed-equivalent input tokens, added to `SessionState.billed`."""
+    spared: float | None = None
+    """What the turn cost less than sent whole, added to `SessionState.spared`."""
 
 
 NOTHING = Observed()
@@ -203,13 +213,17 @@ def take_observed(state: SessionState, observed: Observed) -> int | None:
         state.reach = blend(state.reach, observed.reach, REACH_RANGE, REACH_WEIGHT)
     if observed.mark is not None:
         state.mark = dict(observed.mark)
+    if observed.billed is not None and math.isfinite(observed.billed):
+        state.billed = (state.billed or 0.0) + observed.billed
+    if observed.spared is not None and math.isfinite(observed.spared):
+        state.spared = (state.spared or 0.0) + observed.spared
     if observed.cached is None or observed.cached < 0:
         return None
     previous, state.cached = state.cached, observed.cached
     return previous
 
 
-OBSERVED_FIELDS = ("calibration", "reach", "cached", "mark")
+OBSERVED_FIELDS = ("calibration", "reach", "cached", "mark", "billed", "spared")
 """The `SessionState` fields only `observe` writes (what answers taught the session)."""
 
 
@@ -251,6 +265,8 @@ def encode_state(state: SessionState) -> bytes:
             "reach": state.reach,
             "cached": state.cached,
             "mark": state.mark,
+            "billed": state.billed,
+            "spared": state.spared,
             "answers": answers,
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
@@ -294,12 +310,18 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
         cached=_int_or_none(raw.get("cached")),
         mark=raw["mark"] if isinstance(raw.get("mark"), dict) else None,
+        billed=_finite(raw.get("billed")),
+        spared=_finite(raw.get("spared")),
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),
         history=_of_type(raw.get("history"), dict, MAX_HISTORY),
         origin=origin if origin in ORIGINS else None,
     )
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if _is_number(value) else None
 
 
 def _plan_entry(item: Any) -> PlanEntry | None:

@@ -234,4 +234,16 @@ def counters(gateway: str, route: str = "messages") -> dict[str, float]:
         else:
             continue
         out[key] = out.get(key, 0.0) + float(m[3])
-    return out
+    return {**out, **ledger(gateway)}
+
+
+def ledger(gateway: str) -> dict[str, float]:
+    """The bills factrail keeps of its recent sessions, summed (its sessions route): what it
+    says they were billed, from the provider's usage, and what they spared against being sent
+    whole (its estimate; a run's growth in these is what factrail says of that run)."""
+    sessions = httpx.get(f"{gateway}/v1/factrail/sessions", timeout=10).json()["sessions"]
+    bills = [s["bill"] for s in sessions if s["bill"] is not None]
+    return {
+        "ledger_billed": sum(b["billed"] for b in bills),
+        "ledger_spared": sum(b["spared"] for b in bills),
+    }

@@ -11,12 +11,14 @@ from factrail.policy.cost import (
     DEFAULT_TTL_S,
     NO_CACHE,
     Prices,
+    billed_input,
     cold,
     duration_s,
     model_ttl_s,
     pays,
     prices,
     profile_for,
+    spared,
 )
 
 
@@ -102,6 +104,24 @@ def test_auto_picks_the_provider_by_model() -> None:
 def test_billing() -> None:
     assert ANTHROPIC.billed(1000, 100) == pytest.approx(100 + 125)
     assert NO_CACHE.billed(1000, 100) == 1100
+
+
+def test_a_turn_s_bill_is_priced_from_the_provider_s_own_split() -> None:
+    # Anthropic: past every breakpoint at the input price, reads at 0.1, writes at 1.25
+    assert billed_input(200, 10_000, 1_000, ANTHROPIC) == pytest.approx(200 + 1_000 + 1_250)
+    # past the long-context line the whole request costs that tier's price
+    long = Prices(cached=0.1, write=1.25, long_context=5_000)
+    assert billed_input(200, 10_000, 1_000, long) == pytest.approx(2 * (200 + 1_000 + 1_250))
+    assert billed_input(100, 0, 0, NO_CACHE) == 100
+
+
+def test_what_a_turn_spared_against_sending_it_whole() -> None:
+    # 3k tokens not sent would have been cache reads: 300 spared
+    assert spared(3_000, 0, ANTHROPIC) == pytest.approx(300)
+    # a compaction that re-wrote 10k tokens paid 1.15 more on each of them than a read
+    assert spared(3_000, 10_000, ANTHROPIC) == pytest.approx(300 - 11_500)
+    # without a cache nothing is re-billed: every token not sent is spared whole
+    assert spared(3_000, 10_000, NO_CACHE) == 3_000
 
 
 def test_the_payback_rule() -> None:

@@ -85,6 +85,23 @@ def test_calibration_is_blended_in_the_server_and_a_save_keeps_it(store: RedisSt
     assert store.load("s").calibration == pytest.approx(expected)  # type: ignore[union-attr]
 
 
+def test_a_session_s_bill_is_added_to_in_the_server_and_a_save_keeps_it(
+    store: RedisStateStore,
+) -> None:
+    turn = SessionState(plan={})
+    store.save("s", turn)
+    store.observe("s", Observed(billed=1000.0, spared=250.0))
+    store.observe("s", Observed(ratio=1.5, billed=500.5, spared=-1200.0))
+    store.observe("s", Observed(billed=float("nan")))  # ignored
+    store.save("s", turn)  # a turn that loaded earlier
+    loaded = store.load("s")
+    assert loaded is not None
+    assert loaded.billed == pytest.approx(1500.5) and loaded.spared == pytest.approx(-950.0)
+    store.observe("fresh", Observed(spared=-5.0))  # a session whose first answer comes first
+    fresh = store.load("fresh")
+    assert fresh is not None and fresh.spared == -5.0 and fresh.billed is None
+
+
 def test_the_cache_reach_is_blended_in_the_server_and_a_save_keeps_it(
     store: RedisStateStore,
 ) -> None:

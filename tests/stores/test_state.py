@@ -395,6 +395,36 @@ def test_a_session_s_cache_reach_is_blended_and_kept_by_saves(kind: str, tmp_pat
     assert fresh is not None and fresh.reach == 0.0 and fresh.calibration is None
 
 
+@pytest.mark.parametrize("kind", sorted(FACTORIES))
+def test_a_session_s_bill_adds_up_its_answers_and_a_save_keeps_it(
+    kind: str, tmp_path: Path
+) -> None:
+    """Each answer adds its billed tokens and what it spared to the session's bill, whichever
+    worker stored it; a turn's save (loaded before those answers landed) never undoes them."""
+    store = FACTORIES[kind](tmp_path, Clock())
+    store.save("s", SessionState(plan={}))
+    turn = store.load("s")
+    assert turn is not None and turn.billed is None and turn.spared is None
+    store.observe("s", Observed(billed=1000.0, spared=250.0))
+    store.observe("s", Observed(billed=500.5, spared=-1200.0))  # a compaction that re-wrote
+    store.observe("s", Observed(billed=float("nan"), spared=float("inf")))  # ignored
+    store.save("s", turn)
+    saved = store.load("s")
+    assert saved is not None
+    assert saved.billed == pytest.approx(1500.5) and saved.spared == pytest.approx(-950.0)
+    store.observe("fresh", Observed(billed=10.0))
+    fresh = store.load("fresh")
+    assert fresh is not None and fresh.billed == 10.0 and fresh.spared is None
+
+
+def test_a_bill_survives_encoding_and_a_bad_one_is_dropped() -> None:
+    state = SessionState(plan={}, billed=12.5, spared=-3.0)
+    assert decode_state(encode_state(state)) == state
+    blob = encode_state(state).replace(b'"billed":12.5', b'"billed":"lots"')
+    decoded = decode_state(blob)
+    assert decoded is not None and decoded.billed is None and decoded.spared == -3.0
+
+
 def stored_keys(path: Path) -> set[str]:
     """The keys in the database file, whatever their age (what pruning left)."""
     conn = sqlite3.connect(path)
