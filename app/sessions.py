@@ -88,12 +88,14 @@ def reach_share(cached: int, unchanged: int) -> float | None:
 def bill(usage: Usage, removed: int, result: TurnResult) -> tuple[float, float] | None:
     """An answered turn's share of its session's bill: its billed-equivalent input tokens, from
     the provider's split at the turn's prices, and what it cost less than sent whole (the
-    `removed` tokens it did not send; on a compaction that was not free, less re-writing what
-    follows its first change). None when the turn has no prices or the provider does not
-    report its cache (its split says nothing of what it billed)."""
+    `removed` tokens it did not send; on a compaction that was not free, less re-writing every
+    token the provider did not read from its cache: what follows the first change, and any of
+    the prefix its cache could not reach). None when the turn has no prices or the provider
+    does not report its cache (its split says nothing of what it billed)."""
     price = result.prices
     if price is None or not usage.reports_cache:
         return None
     billed = billed_input(usage.uncached, usage.cached, usage.cache_write, price)
     paid = result.outcome == "compacted" and result.decision != "cold"
-    return billed, spared(removed, result.invalidated_tokens if paid else 0, price)
+    rebilled = max(usage.prompt - usage.read, 0) if paid else 0
+    return billed, spared(removed, rebilled, price)

@@ -150,10 +150,11 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     """Through the gateway with the real step: every answered turn adds its billed-equivalent
     input (the provider's split at Anthropic's prices) to its session's bill, and what it
     spared against sending it whole: the tokens it kept out at the cached price, less, on the
-    compaction that was not free, re-writing everything after its first change. The sessions
-    route and `factrail inspect` show it, per session and all together."""
+    compaction that was not free, re-writing every token the provider did not read from its
+    cache. The sessions route and `factrail inspect` show it, per session and all together."""
     url = f"sqlite://{tmp_path / 'state.db'}"
-    usages = iter([(9000, 0), (9500, 8000), (9900, 9400)])  # (prompt, cached) per turn
+    figures = [(9000, 0), (9500, 8000), (9900, 9400)]  # (prompt, cached) per turn
+    usages = iter(figures)
 
     def upstream(request: httpx.Request) -> httpx.Response:
         prompt, cached = next(usages)
@@ -183,16 +184,18 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
             r = client.post("/v1/chat/completions", json=body, headers=headers)
             assert r.status_code == 200
             outcomes.append(r.headers["x-factrail"])
-        assert outcomes[0] == "compacted" and "compacted" not in outcomes[1:]
+        # (whether a later turn compacts again depends on when the first answer's calibration
+        # lands: it is stored off the event loop)
+        assert outcomes[0] == "compacted"
         removed = metric_sum(client.get("/metrics").text, "factrail_input_tokens_removed_total")
         listed = client.get("/v1/factrail/sessions").json()
         inspected = client.get(f"/v1/factrail/sessions/{session}").json()
-    billed = sum(
-        prompt - cached + 0.1 * cached for prompt, cached in [(9000, 0), (9500, 8000), (9900, 9400)]
-    )
-    (compaction,) = inspected["history"]
-    expected = 0.1 * removed - 1.15 * compaction["invalidated_tokens"]
-    assert removed > 0 and compaction["decision"] == "forced"
+    billed = sum(prompt - cached + 0.1 * cached for prompt, cached in figures)
+    # each compaction re-wrote every token the provider did not read from its cache
+    rewritten = sum(p - c for (p, c), o in zip(figures, outcomes, strict=True) if o == "compacted")
+    expected = 0.1 * removed - 1.15 * rewritten
+    assert removed > 0 and inspected["history"][0]["decision"] == "forced"
+    assert len(inspected["history"]) == outcomes.count("compacted")
     assert inspected["bill"]["billed"] == pytest.approx(billed, abs=0.1)
     assert inspected["bill"]["spared"] == pytest.approx(expected, abs=0.1)
     assert inspected["bill"]["whole"] == pytest.approx(billed + expected, abs=0.2)

@@ -13,6 +13,10 @@ import respx
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.sessions import bill
+from app.usage import Usage
+from factrail.policy.cost import ANTHROPIC as ANTHROPIC_PRICES
+from factrail.session import TurnResult
 from factrail.settings import Settings
 from factrail.stores.outputs import OutputStore
 from tests.app.support import UPSTREAM, ScriptedCompactor, make_client
@@ -631,3 +635,29 @@ def test_the_providers_cache_miss_diagnosis_is_counted_by_reason_and_outcome(
     assert metric(client, missed, reason="tools_changed", outcome="passthrough") == 0
     assert metric(client, misses, reason="other", outcome="passthrough") == 1
     assert metric(client, misses, reason="messages_changed", outcome="passthrough") == 0
+
+
+@pytest.mark.parametrize(
+    ("outcome", "decision", "expected"),
+    [
+        ("passthrough", None, 300.0),  # kept 3000 out, each a cache read sent whole
+        ("compacted", "pays", 300.0 - 1.15 * 1300),  # and re-wrote all it did not read
+        ("compacted", "forced", 300.0 - 1.15 * 1300),
+        ("compacted", "cold", 300.0),  # the cache was cold: sent whole, all was written too
+    ],
+)
+def test_what_a_turn_adds_to_its_session_s_bill(
+    outcome: str, decision: str | None, expected: float
+) -> None:
+    usage = Usage(uncached=300, cached=8700, cache_write=1000)
+    result = TurnResult(outcome, decision=decision, prices=ANTHROPIC_PRICES)  # type: ignore[arg-type]
+    added = bill(usage, 3000, result)
+    assert added is not None
+    assert added[0] == pytest.approx(300 + 870 + 1250)
+    assert added[1] == pytest.approx(expected)
+
+
+def test_a_turn_without_prices_or_cache_figures_adds_nothing_to_the_bill() -> None:
+    priced = TurnResult("passthrough", prices=ANTHROPIC_PRICES)
+    assert bill(Usage(100, 0, 0, reports_cache=False), 0, priced) is None
+    assert bill(Usage(100, 0, 0), 0, TurnResult("passthrough")) is None

@@ -192,8 +192,11 @@ class Pairs:
         self.runs += 1
         direct = self.run(self.direct_url, steps, self.work / f"{self.runs}-a", script)
         through, delta = self.through(steps, self.work / f"{self.runs}-b", script)
+        told = through.billed / (through.billed + delta.get("ledger_spared", 0.0))
         print(f"\n{steps} tool calls: direct {direct.billed:,.0f}, through {through.billed:,.0f} "
-              f"(x{through.billed / direct.billed:.3f}), factrail {delta}")  # fmt: skip
+              f"(x{through.billed / direct.billed:.3f}; factrail's bill says x{told:.3f}), "
+              f"factrail {delta}")  # fmt: skip
+        bill_agrees(through.billed / direct.billed, told)
         return direct, through, delta
 
     def same_below_the_trigger(self, steps: int) -> None:
@@ -218,6 +221,20 @@ class Pairs:
         changed = [r for r in through.main if r.get("first_diff") is not None]
         assert len(changed) == factrail["compacted"]
         return direct, through, factrail
+
+
+LEDGER_OPTIMISM = 0.02
+"""factrail's own bill of a session may put it at most this much under the measured ratio to
+direct (it counts a compaction's re-writes against itself, so it errs the other way)."""
+LEDGER_CAUTION = 0.08
+"""… and at most this much over it."""
+
+
+def bill_agrees(measured: float, told: float) -> None:
+    """What factrail's own bill of a session says it cost against direct (`told`: billed over
+    billed plus spared, from its sessions route) is close to the ratio measured by running the
+    session both ways, and never much kinder."""
+    assert measured - LEDGER_OPTIMISM <= told <= measured + LEDGER_CAUTION, (measured, told)
 
 
 def counters(gateway: str, route: str = "messages") -> dict[str, float]:
