@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from app.sessions import TurnBill
 from app.upstream import PoolState
 from app.usage import Usage
 from factrail import __version__
@@ -194,6 +195,22 @@ class Metrics:
             "Input tokens factrail kept out of upstream requests, in the upstream's tokens.",
             registry=r,
         )
+        self.billed_input = Counter(
+            p + "billed_input_tokens",
+            "Billed-equivalent input tokens of the answered turns factrail stepped, each priced"
+            " at its model's prices (uncached input tokens' worth).",
+            registry=r,
+        )
+        self.spared_input = Counter(
+            p + "spared_input_tokens",
+            "Billed-equivalent input tokens those turns cost less than sent whole (kept_out:"
+            " what they did not send) and more (rewritten: re-writing what compactions changed).",
+            ["part"],
+            registry=r,
+        )
+        self._kept_out, self._rewritten = (
+            self.spared_input.labels(part) for part in ("kept_out", "rewritten")
+        )
         self.cache_breaks = Counter(
             p + "cache_breaks",
             "Turns not compacted that read less of the prompt cache than the session's last.",
@@ -271,6 +288,12 @@ class Metrics:
         if usage.miss is not None:
             self.cache_misses.labels(usage.miss.reason, outcome).inc()
             self.cache_missed.labels(usage.miss.reason, outcome).inc(usage.miss.tokens)
+
+    def record_bill(self, bill: TurnBill) -> None:
+        """What one answered turn adds to its session's bill, for the fleet."""
+        self.billed_input.inc(max(bill.billed, 0.0))
+        self._kept_out.inc(max(bill.kept_out, 0.0))
+        self._rewritten.inc(max(bill.rewritten, 0.0))
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

@@ -441,13 +441,15 @@ class Gateway:
                 reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
                 if reach is not None:
                     self.metrics.cache_reach.observe(reach)
-            billed = bill(usage, removed, result) if result is not None else None
+            turn_bill = bill(usage, removed, result) if result is not None else None
+            if turn_bill is not None:
+                self.metrics.record_bill(turn_bill)
             taught = Observed(
                 reach=reach,
                 cached=usage.read,
                 mark=mark,
-                billed=billed[0] if billed else None,
-                spared=billed[1] if billed else None,
+                billed=turn_bill.billed if turn_bill else None,
+                spared=turn_bill.spared if turn_bill else None,
             )
             prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
         if taught != NOTHING:

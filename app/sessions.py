@@ -13,6 +13,7 @@ with the session's previous one wherever that ran.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from app.usage import Usage
@@ -85,7 +86,24 @@ def reach_share(cached: int, unchanged: int) -> float | None:
     return max(0.0, min(1.0, cached / unchanged))
 
 
-def bill(usage: Usage, removed: int, result: TurnResult) -> tuple[float, float] | None:
+@dataclass(frozen=True, slots=True)
+class TurnBill:
+    """What one answered turn adds to its session's bill (billed-equivalent input tokens)."""
+
+    billed: float
+    """Its input, from the provider's split at the turn's prices."""
+    kept_out: float
+    """What the tokens it did not send would have cost (cache reads)."""
+    rewritten: float
+    """What re-writing what its compaction changed cost over reading it."""
+
+    @property
+    def spared(self) -> float:
+        """What it cost less than sent whole (negative: more)."""
+        return self.kept_out - self.rewritten
+
+
+def bill(usage: Usage, removed: int, result: TurnResult) -> TurnBill | None:
     """An answered turn's share of its session's bill: its billed-equivalent input tokens, from
     the provider's split at the turn's prices, and what it cost less than sent whole (the
     `removed` tokens it did not send; on a compaction that was not free, less re-writing every
@@ -98,4 +116,4 @@ def bill(usage: Usage, removed: int, result: TurnResult) -> tuple[float, float] 
     billed = billed_input(usage.uncached, usage.cached, usage.cache_write, price)
     paid = result.outcome == "compacted" and result.decision != "cold"
     rebilled = max(usage.prompt - usage.read, 0) if paid else 0
-    return billed, spared(removed, rebilled, price)
+    return TurnBill(billed, *spared(removed, rebilled, price))

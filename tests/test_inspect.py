@@ -187,7 +187,8 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
         # (whether a later turn compacts again depends on when the first answer's calibration
         # lands: it is stored off the event loop)
         assert outcomes[0] == "compacted"
-        removed = metric_sum(client.get("/metrics").text, "factrail_input_tokens_removed_total")
+        exported = client.get("/metrics").text
+        removed = metric_sum(exported, "factrail_input_tokens_removed_total")
         listed = client.get("/v1/factrail/sessions").json()
         inspected = client.get(f"/v1/factrail/sessions/{session}").json()
     billed = sum(prompt - cached + 0.1 * cached for prompt, cached in figures)
@@ -199,6 +200,16 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     assert inspected["bill"]["billed"] == pytest.approx(billed, abs=0.1)
     assert inspected["bill"]["spared"] == pytest.approx(expected, abs=0.1)
     assert inspected["bill"]["whole"] == pytest.approx(billed + expected, abs=0.2)
+    # the fleet's counters keep the same account
+    assert metric_sum(exported, "factrail_billed_input_tokens_total") == pytest.approx(billed)
+    parts = {
+        s.labels["part"]: s.value
+        for family in text_string_to_metric_families(exported)
+        for s in family.samples
+        if s.name == "factrail_spared_input_tokens_total"
+    }
+    assert parts["kept_out"] == pytest.approx(0.1 * removed)
+    assert parts["kept_out"] - parts["rewritten"] == pytest.approx(expected)
     (row,) = listed["sessions"]
     assert row["session"] == session and row["bill"] == inspected["bill"]
     assert listed["summary"]["sessions"] == 1

@@ -182,14 +182,14 @@ def billed_input(uncached: int, cached: int, written: int, price: Prices) -> flo
     )
 
 
-def spared(removed: float, rebilled: float, price: Prices) -> float:
-    """What one answered turn cost less than the same turn sent whole (billed-equivalent
-    tokens; negative: it cost more): the `removed` tokens it did not send, which sent whole
-    would have been cache reads, less what re-writing the `rebilled` tokens from a
-    compaction's first change cost over reading them (0 when the cache was cold anyway). An
-    estimate that counts against factrail: the turn's own new messages, written either way,
-    are among the re-billed tokens."""
-    return removed * price.cached - rebilled * (price.write - price.cached)
+def spared(removed: float, rebilled: float, price: Prices) -> tuple[float, float]:
+    """What one answered turn cost less and more than the same turn sent whole
+    (billed-equivalent tokens), as `(kept out, re-written)`: the `removed` tokens it did not
+    send, which sent whole would have been cache reads; and re-writing the `rebilled` tokens a
+    compaction made the provider bill past its cache, over reading them (0 when the cache was
+    cold anyway). An estimate that counts against factrail: the turn's own new messages,
+    written either way, are among the re-billed tokens."""
+    return removed * price.cached, rebilled * (price.write - price.cached)
 
 
 def duration_s(value: object) -> float | None:

@@ -653,8 +653,8 @@ def test_what_a_turn_adds_to_its_session_s_bill(
     result = TurnResult(outcome, decision=decision, prices=ANTHROPIC_PRICES)  # type: ignore[arg-type]
     added = bill(usage, 3000, result)
     assert added is not None
-    assert added[0] == pytest.approx(300 + 870 + 1250)
-    assert added[1] == pytest.approx(expected)
+    assert added.billed == pytest.approx(300 + 870 + 1250)
+    assert added.spared == pytest.approx(expected)
 
 
 def test_a_turn_without_prices_or_cache_figures_adds_nothing_to_the_bill() -> None:

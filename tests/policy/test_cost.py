@@ -116,12 +116,12 @@ def test_a_turn_s_bill_is_priced_from_the_provider_s_own_split() -> None:
 
 
 def test_what_a_turn_spared_against_sending_it_whole() -> None:
-    # 3k tokens not sent would have been cache reads: 300 spared
-    assert spared(3_000, 0, ANTHROPIC) == pytest.approx(300)
+    # 3k tokens not sent would have been cache reads: 300 kept out
+    assert spared(3_000, 0, ANTHROPIC) == pytest.approx((300, 0))
     # a compaction that re-wrote 10k tokens paid 1.15 more on each of them than a read
-    assert spared(3_000, 10_000, ANTHROPIC) == pytest.approx(300 - 11_500)
+    assert spared(3_000, 10_000, ANTHROPIC) == pytest.approx((300, 11_500))
     # without a cache nothing is re-billed: every token not sent is spared whole
-    assert spared(3_000, 10_000, NO_CACHE) == 3_000
+    assert spared(3_000, 10_000, NO_CACHE) == (3_000, 0)
 
 
 def test_the_payback_rule() -> None:
