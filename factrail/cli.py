@@ -345,7 +345,7 @@ async def _compact(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     from factrail.session.inspect import bill, listing, render, report
-    from factrail.session.keys import header_key
+    from factrail.session.keys import header_key, is_client_alias
     from factrail.settings import Settings
     from factrail.stores import open_state_store, state_url
 
@@ -354,6 +354,8 @@ def _inspect(args: argparse.Namespace) -> int:
         if args.list:
             rows = []
             for session, ms in store.recent(20):
+                if is_client_alias(session):
+                    continue
                 state = store.load(session)
                 rows.append((session, ms, None if state is None else bill(state)))
             sys.stdout.write(listing(rows))

@@ -98,8 +98,12 @@ def test_factrail_inspect(
     assert "1 compaction(s)" in capsys.readouterr().out
     assert main(["inspect", header_key("run-1"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compactions"] == 1
+    store = open_state_store(url)
+    store.save("a-0123456789abcdef01234567", SessionState(plan={}, origin="start"))
+    store.close()  # the fence's record of a client's session id: not a session of its own
     assert main(["inspect", "--list"]) == 0
-    assert header_key("run-1") in capsys.readouterr().out
+    listed = capsys.readouterr().out
+    assert header_key("run-1") in listed and "a-0123456789abcdef01234567" not in listed
     assert main(["inspect", "nope"]) == 1
 
 

@@ -13,6 +13,7 @@ from app.errors import openai_error
 from app.metrics import CONTENT_TYPE
 from app.proxy import Gateway
 from factrail.session.inspect import bill, report, summary
+from factrail.session.keys import is_client_alias
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
 
@@ -75,8 +76,9 @@ async def saved_output(request: Request, output_id: str) -> Response:
 
 @router.get("/v1/factrail/sessions")
 async def recent_sessions(request: Request) -> Response:
-    """The most recently updated sessions, each with its bill against sending it whole, and
-    all of them together; needs the admin key when set."""
+    """The most recently updated sessions (not the fence's records of client session ids),
+    each with its bill against sending it whole, and all of them together; needs the admin key
+    when set."""
     denied = _admin_denied(request)
     if denied is not None:
         return denied
@@ -89,6 +91,8 @@ async def recent_sessions(request: Request) -> Response:
 def _recent_bills(state: StateStore, limit: int) -> list[tuple[str, int, dict[str, float] | None]]:
     rows = []
     for session, ms in state.recent(limit):
+        if is_client_alias(session):
+            continue
         loaded = state.load(session)
         rows.append((session, ms, None if loaded is None else bill(loaded)))
     return rows

@@ -86,11 +86,21 @@ def alias_keys(
     its oldest turns changes its first answer, never its head)."""
     client = client_id(headers, body)
     if client:
-        return (_key("a-", client),)
+        return (_key(CLIENT_ALIAS, client),)
     named = _text(headers.get(SESSION_HEADER)) or previous_id(body)
     if doc is None or named or not _first_answer(doc):
         return ()
     return (_key("s-", *_head(doc, model)),)
+
+
+CLIENT_ALIAS = "a-"
+"""The prefix of the fence's record of a client's session id alone (`alias_keys`)."""
+
+
+def is_client_alias(key: str) -> bool:
+    """Whether `key` is the fence's record of a client's session id (a taint that outlives the
+    client's own compaction), not a session with turns and a bill of its own."""
+    return key.startswith(CLIENT_ALIAS)
 
 
 def _head(doc: Document, model: str) -> tuple[str, ...]:
