@@ -12,10 +12,12 @@ scripted_anthropic.py` processes (one direct, one behind `factrail serve`; rules
 `anthropic` price profile), which validate every request as the API would and report usage.
 
 Printed per transcript and in total: requests, factrail's outcomes, billed token-units (input ×
-1 + cache write × 1.25 + cache read × 0.1) direct and through factrail and their ratio, the
-cache-read share, and *cache breaks*: turns that read less from the cache than the previous
-request had read and written, on turns factrail did not compact (a re-application fault or a
-marker that could not reach the last entry; direct shows the client's own).
+1 + cache write × 1.25 + cache read × 0.1) direct and through factrail and their ratio, the ratio
+factrail's own bill of the session gives (`ledger`: billed ÷ (billed + spared), from the
+gateway's sessions route), the cache-read share, and *cache breaks*: turns that read less
+from the cache than the previous request had read and written, on turns factrail did not
+compact (a re-application fault or a marker that could not reach the last entry; direct shows
+the client's own).
 
     .venv/bin/python bench/anthropic_replay.py [--corpus ../shared/corpus/dev] [--trigger 16000]
         [--limit K] [--only NAME-PART] [--no-cache-mark] [--ttl 1h] [--replicas N]
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from bench.replay import load  # noqa: E402
 from factrail.core.model import content_text  # noqa: E402
 from factrail.policy.cost import ANTHROPIC, LONG_TTL_S, Prices, prices  # noqa: E402
+from factrail.session.keys import header_key  # noqa: E402
 from tests.integration.processes import start_factrail, start_fake, stop  # noqa: E402
 
 FAKE_APP = "tests.integration.scripted_anthropic:app"
@@ -186,8 +189,9 @@ def replay(
     name: str,
     urls: tuple[str, list[str], list[str]],
     long_ttl: bool,
-) -> tuple[Side, Side]:
-    """`urls`: direct, the gateways (each turn to the next), and the two endpoints' roots."""
+) -> tuple[Side, Side, float]:
+    """`urls`: direct, the gateways (each turn to the next), and the two endpoints' roots.
+    Returns both sides and what factrail's own bill says the session spared."""
     direct, gateways, fakes = urls
     session = f"areplay-{uuid.uuid4().hex[:8]}-{name}"
     outcomes: dict[str, list[str]] = {"direct": [], "through": []}
@@ -210,7 +214,8 @@ def replay(
         s = Side(price=prices("anthropic", MODEL, LONG_TTL_S if long_ttl else None))
         s.add(records, outcomes[side])
         sides.append(s)
-    return sides[0], sides[1]
+    told = client.get(f"{gateways[0]}/v1/factrail/sessions/{header_key(session)}").json()
+    return sides[0], sides[1], (told.get("bill") or {}).get("spared", 0.0)
 
 
 def main() -> int:
@@ -255,18 +260,19 @@ def main() -> int:
     gateways = [url.removesuffix("/v1") for url, _ in started_gateways]
     totals = {"direct": Side(), "through": Side()}
     ratios: list[float] = []
+    told: list[float] = []  # the ratio factrail's own bill gives each session
     started = time.perf_counter()
     try:
         with httpx.Client(timeout=120) as client:
             print(f"{'transcript':<44} {'reqs':>4} {'comp':>4} {'direct':>11} {'factrail':>11} "
-                  f"{'ratio':>6} {'read %':>6} {'breaks':>6}")  # fmt: skip
+                  f"{'ratio':>6} {'ledger':>6} {'read %':>6} {'breaks':>6}")  # fmt: skip
             for path in files:
                 long_ttl = args.ttl == "1h"
                 c = convert(load(path), LONG_MARK if long_ttl else MARK)
                 if not c.turns:
                     continue
                 urls = (direct_root, gateways, [direct_root, behind_root])
-                d, t = replay(client, c, path.stem, urls, long_ttl)
+                d, t, spared = replay(client, c, path.stem, urls, long_ttl)
                 for key, s in (("direct", d), ("through", t)):
                     total = totals[key]
                     total.billed += s.billed
@@ -277,9 +283,10 @@ def main() -> int:
                     total.outcomes.update(s.outcomes)
                 share = t.read / t.total if t.total else 0.0
                 ratios.append(t.billed / d.billed)
+                told.append(t.billed / (t.billed + spared))
                 print(f"{path.stem[:44]:<44} {t.requests:>4} {t.outcomes['compacted']:>4} "
                       f"{d.billed:>11,.0f} {t.billed:>11,.0f} {t.billed / d.billed:>6.3f} "
-                      f"{share:>6.1%} {t.breaks:>6}", flush=True)  # fmt: skip
+                      f"{told[-1]:>6.3f} {share:>6.1%} {t.breaks:>6}", flush=True)  # fmt: skip
     finally:
         for _, proxy in started_gateways:
             stop(proxy)
@@ -299,6 +306,14 @@ def main() -> int:
     print(f"billed through factrail / direct: {t.billed / d.billed:.3f} (median per transcript "
           f"{statistics.median(ratios):.3f}; {sum(r > 1 for r in ratios)} of {len(ratios)} "
           "above 1)")  # fmt: skip
+    above = [r > 1 for r in ratios]
+    flagged = [r > 1 for r in told]
+    errors = [b - a for a, b in zip(ratios, told, strict=True)]
+    print(f"factrail's own bill: {sum(a and f for a, f in zip(above, flagged, strict=True))} of "
+          f"{sum(above)} sessions above direct reported above it, "
+          f"{sum(f and not a for a, f in zip(above, flagged, strict=True))} reported above it "
+          f"wrongly; its ratio minus the measured one: median {statistics.median(errors):+.3f}, "
+          f"from {min(errors):+.3f} to {max(errors):+.3f}")  # fmt: skip
     return 0
 
 
