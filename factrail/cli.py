@@ -124,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     ins = sub.add_parser("inspect", help="show what a session's last compactions did")
     ins.add_argument("session", nargs="?", help="the session key (see --list)")
     ins.add_argument("--header", help="the session named by this X-Factrail-Session value")
-    ins.add_argument("--list", action="store_true", help="list the most recent sessions")
+    ins.add_argument("--list", action="store_true", help="the most recent sessions and their bills")
+    ins.add_argument("--limit", type=int, default=20, help="how many sessions --list reads")
     ins.add_argument("--json", action="store_true", help="print the report as JSON")
 
     hk = sub.add_parser("hook", help="the Claude Code plugin's protocol (JSON on stdin/stdout)")
@@ -344,21 +345,19 @@ async def _compact(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from factrail.session.inspect import bill, listing, render, report
-    from factrail.session.keys import header_key, is_client_alias
+    from factrail.session.inspect import listing, recent_bills, recent_report, render, report
+    from factrail.session.keys import header_key
     from factrail.settings import Settings
     from factrail.stores import open_state_store, state_url
 
     store = open_state_store(state_url(Settings().state_url))
     try:
         if args.list:
-            rows = []
-            for session, ms in store.recent(20):
-                if is_client_alias(session):
-                    continue
-                state = store.load(session)
-                rows.append((session, ms, None if state is None else bill(state)))
-            sys.stdout.write(listing(rows))
+            rows = recent_bills(store, max(args.limit, 1))
+            if args.json:
+                sys.stdout.write(json.dumps(recent_report(rows), indent=2) + "\n")
+            else:
+                sys.stdout.write(listing(rows))
             return 0
         key = header_key(args.header) if args.header else args.session
         if not key:

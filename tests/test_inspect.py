@@ -104,6 +104,10 @@ def test_factrail_inspect(
     assert main(["inspect", "--list"]) == 0
     listed = capsys.readouterr().out
     assert header_key("run-1") in listed and "a-0123456789abcdef01234567" not in listed
+    assert main(["inspect", "--list", "--json", "--limit", "5"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
+    assert [s["session"] for s in as_json["sessions"]] == [header_key("run-1")]
+    assert as_json["summary"]["sessions"] == 0  # compacted offline: no answer billed it
     assert main(["inspect", "nope"]) == 1
 
 
@@ -132,6 +136,11 @@ def test_the_admin_route_needs_the_key_and_is_never_forwarded(tmp_path: Path) ->
         assert got.status_code == 200 and got.json()["compactions"] == 1
         listed = client.get("/v1/factrail/sessions", headers=auth).json()["sessions"]
         assert [s["session"] for s in listed] == [session]
+        one = client.get("/v1/factrail/sessions?limit=1", headers=auth)
+        assert one.status_code == 200 and len(one.json()["sessions"]) == 1
+        for bad in ("0", "1001", "x", "-1"):
+            got = client.get(f"/v1/factrail/sessions?limit={bad}", headers=auth)
+            assert got.status_code == 400 and got.json()["error"]["code"] == "invalid_limit"
         assert client.get("/v1/factrail/sessions/nope", headers=auth).status_code == 404
         for method in ("POST", "DELETE", "HEAD"):
             client.request(method, "/v1/factrail/sessions", headers=auth)

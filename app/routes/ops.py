@@ -12,8 +12,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from app.errors import openai_error
 from app.metrics import CONTENT_TYPE
 from app.proxy import Gateway
-from factrail.session.inspect import bill, report, summary
-from factrail.session.keys import is_client_alias
+from factrail.session.inspect import recent_bills, recent_report, report
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
 
@@ -74,28 +73,26 @@ async def saved_output(request: Request, output_id: str) -> Response:
     return PlainTextResponse(text)
 
 
+DEFAULT_SESSIONS = 50
+MAX_SESSIONS = 1000
+
+
 @router.get("/v1/factrail/sessions")
 async def recent_sessions(request: Request) -> Response:
-    """The most recently updated sessions (not the fence's records of client session ids),
-    each with its bill against sending it whole, and all of them together; needs the admin key
-    when set."""
+    """The most recently updated sessions (`?limit=`, 50 by default, at most 1000; not the
+    fence's records of client session ids), each with its bill against sending it whole, and
+    all of them together; needs the admin key when set."""
     denied = _admin_denied(request)
     if denied is not None:
         return denied
+    raw = request.query_params.get("limit", str(DEFAULT_SESSIONS))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_SESSIONS:
+        return openai_error(
+            400, f"limit must be a whole number from 1 to {MAX_SESSIONS}", code="invalid_limit"
+        )
     state: StateStore | None = request.app.state.state_store
-    rows = [] if state is None else await run_in_threadpool(_recent_bills, state, 50)
-    sessions = [{"session": k, "updated_ms": ms, "bill": b} for k, ms, b in rows]
-    return JSONResponse({"sessions": sessions, "summary": summary([b for _, _, b in rows])})
-
-
-def _recent_bills(state: StateStore, limit: int) -> list[tuple[str, int, dict[str, float] | None]]:
-    rows = []
-    for session, ms in state.recent(limit):
-        if is_client_alias(session):
-            continue
-        loaded = state.load(session)
-        rows.append((session, ms, None if loaded is None else bill(loaded)))
-    return rows
+    rows = [] if state is None else await run_in_threadpool(recent_bills, state, int(raw))
+    return JSONResponse(recent_report(rows))
 
 
 @router.get("/v1/factrail/sessions/{session}")

@@ -6,8 +6,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from factrail.session.keys import SESSION_HEADER
-from factrail.stores.state import SessionState
+from factrail.session.keys import SESSION_HEADER, is_client_alias
+from factrail.stores.state import SessionState, StateStore
 
 
 def bill(state: SessionState) -> dict[str, float] | None:
@@ -38,6 +38,28 @@ def summary(bills: Sequence[Mapping[str, float] | None]) -> dict[str, Any]:
         "worst_ratio": max(above, default=None),
         "ratio": round(billed / whole, 4) if whole > 0 else None,
     }
+
+
+Bills = list[tuple[str, int, dict[str, float] | None]]
+"""Recent sessions: `(key, updated_ms, bill)`, newest first."""
+
+
+def recent_bills(store: StateStore, limit: int) -> Bills:
+    """The `limit` most recently updated sessions with their bills (not the fence's records of
+    client session ids)."""
+    rows: Bills = []
+    for session, ms in store.recent(limit):
+        if is_client_alias(session):
+            continue
+        loaded = store.load(session)
+        rows.append((session, ms, None if loaded is None else bill(loaded)))
+    return rows
+
+
+def recent_report(rows: Bills) -> dict[str, Any]:
+    """`recent_bills` as JSON (the sessions route, `factrail inspect --list --json`)."""
+    sessions = [{"session": k, "updated_ms": ms, "bill": b} for k, ms, b in rows]
+    return {"sessions": sessions, "summary": summary([b for _, _, b in rows])}
 
 
 def report(session: str, state: SessionState) -> dict[str, Any]:
