@@ -246,6 +246,9 @@ def test_the_bills_of_recent_sessions_together() -> None:
         "2 with a bill: 0.925× of sending them whole; 1 cost more than sent whole (worst 1.050×)"
         in text
     )
+    nothing = bill(SessionState(plan={}, billed=0.0, spared=0.0))
+    assert nothing is not None and nothing["ratio"] == 1.0
+    assert "with a bill" not in listing([("s-d", 0, nothing)])  # nothing billed: no total
     assert "cost 50 more" in render(
         {**report("s-b", SessionState(plan={}, billed=1050.0, spared=-50.0))}
     )

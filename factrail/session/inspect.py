@@ -171,7 +171,7 @@ def listing(sessions: Sequence[tuple[str, int, Mapping[str, float] | None]]) -> 
         figure = "" if b is None else f"  {b['ratio']:.3f}× of sent whole"
         rows.append(f"{key}  {when} UTC{figure}")
     total = summary([b for _, _, b in sessions])
-    if total["sessions"]:
+    if total["ratio"] is not None:
         worst = f" (worst {total['worst_ratio']:.3f}×)" if total["above_whole"] else ""
         rows.append(
             f"{total['sessions']} with a bill: {total['ratio']:.3f}× of sending them whole;"
