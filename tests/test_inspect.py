@@ -99,11 +99,13 @@ def test_factrail_inspect(
     assert main(["inspect", header_key("run-1"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["compactions"] == 1
     store = open_state_store(url)
+    # the fence's records of a client's session id and of a transcript's head: nothing to show
     store.save("a-0123456789abcdef01234567", SessionState(plan={}, origin="start"))
-    store.close()  # the fence's record of a client's session id: not a session of its own
+    store.save("s-0123456789abcdef01234567", SessionState(plan={}, origin="start"))
+    store.close()
     assert main(["inspect", "--list"]) == 0
     listed = capsys.readouterr().out
-    assert header_key("run-1") in listed and "a-0123456789abcdef01234567" not in listed
+    assert header_key("run-1") in listed and "0123456789abcdef01234567" not in listed
     assert main(["inspect", "--list", "--json", "--limit", "5"]) == 0
     as_json = json.loads(capsys.readouterr().out)
     assert [s["session"] for s in as_json["sessions"]] == [header_key("run-1")]

@@ -79,9 +79,9 @@ MAX_SESSIONS = 1000
 
 @router.get("/v1/factrail/sessions")
 async def recent_sessions(request: Request) -> Response:
-    """The most recently updated sessions (`?limit=`, 50 by default, at most 1000; not the
-    fence's records of client session ids), each with its bill against sending it whole, and
-    all of them together; needs the admin key when set."""
+    """Of the most recently updated records (`?limit=`, 50 by default, at most 1000), the
+    sessions (`recent_bills`), each with its bill against sending it whole, and all of them
+    together; needs the admin key when set."""
     denied = _admin_denied(request)
     if denied is not None:
         return denied

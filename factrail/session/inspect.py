@@ -45,14 +45,20 @@ Bills = list[tuple[str, int, dict[str, float] | None]]
 
 
 def recent_bills(store: StateStore, limit: int) -> Bills:
-    """The `limit` most recently updated sessions with their bills (not the fence's records of
-    client session ids)."""
+    """Of the `limit` most recently updated records, the sessions with their bills: not the
+    fence's records of client session ids, nor any record with nothing to show (no bill, no
+    compaction, no plan: the fence's record of a transcript's head, or a session whose first
+    answer has not come back)."""
     rows: Bills = []
     for session, ms in store.recent(limit):
         if is_client_alias(session):
             continue
         loaded = store.load(session)
-        rows.append((session, ms, None if loaded is None else bill(loaded)))
+        if loaded is None:
+            continue
+        if loaded.billed is None and not loaded.compactions and not loaded.plan:
+            continue
+        rows.append((session, ms, bill(loaded)))
     return rows
 
 
