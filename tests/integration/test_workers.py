@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.integration.fake_upstream import CHAT_USAGE
 from tests.integration.processes import factrail_env, free_port, metric_total, serve_cli, stop
 from tests.integration.test_gateway import transcript
 from tests.redis_server import RedisServer
@@ -54,6 +55,13 @@ def exercise(base: str, upstream: str) -> None:
             text = client.get("/metrics").text
             assert metric_total(text, "factrail_requests_total") == TURNS + 1
             assert metric_total(text, "factrail_compactions_total") == 1
+        # every answer added its share to the session's bill in the shared store, whichever
+        # worker answered it (no price profile: each prompt token bills 1)
+        (row,) = client.get("/v1/factrail/sessions").json()["sessions"]
+        assert row["bill"]["billed"] == (TURNS + 1) * CHAT_USAGE["prompt_tokens"]
+        assert row["bill"]["billed"] == metric_total(text, "factrail_billed_input_tokens_total")
+        kept_out = metric_total(text, "factrail_spared_input_tokens_total", part="kept_out")
+        assert row["bill"]["spared"] == pytest.approx(kept_out, abs=0.5) and kept_out > 0
 
 
 def test_two_workers_on_sqlite(chat_upstream: str, tmp_path: Path) -> None:
