@@ -350,10 +350,12 @@ def _inspect(args: argparse.Namespace) -> int:
     from factrail.settings import Settings
     from factrail.stores import open_state_store, state_url
 
-    store = open_state_store(state_url(Settings().state_url))
+    settings = Settings()
+    store = open_state_store(state_url(settings.state_url))
     try:
         if args.list:
-            rows = recent_bills(store, max(args.limit, 1))
+            now_ms, live_ms = int(time.time() * 1000), int(settings.cache_ttl_s * 1000)
+            rows = recent_bills(store, max(args.limit, 1), now_ms=now_ms, live_ms=live_ms)
             if args.json:
                 sys.stdout.write(json.dumps(recent_report(rows), indent=2) + "\n")
             else:

@@ -17,7 +17,7 @@ from factrail.cli import main
 from factrail.core.formats import openai_chat
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
-from factrail.session.inspect import bill, listing, render, report, summary
+from factrail.session.inspect import Recent, bill, listing, render, report, summary
 from factrail.session.keys import header_key
 from factrail.settings import Settings
 from factrail.stores import open_state_store
@@ -228,29 +228,41 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     (row,) = listed["sessions"]
     assert row["session"] == session and row["bill"] == inspected["bill"]
     assert listed["summary"]["sessions"] == 1
-    assert listed["summary"]["above_whole"] == (1 if expected < 0 else 0)
+    # seen a moment ago: live, so not yet counted above sent whole whatever it stands at
+    assert row["live"] is True and listed["summary"]["live"] == 1
+    assert listed["summary"]["above_whole"] == 0
     assert "bill: " in render(inspected)
 
 
 def test_the_bills_of_recent_sessions_together() -> None:
     """A session that re-wrote more than it kept out cost more than sent whole; the summary
-    counts it and weighs every session by its bill."""
+    counts it and weighs every session by its bill. A session seen within the cache's
+    lifetime is live (its last compaction may yet pay back): it is not counted above."""
     cheaper = bill(SessionState(plan={}, billed=800.0, spared=200.0))
     dearer = bill(SessionState(plan={}, billed=1050.0, spared=-50.0))
     assert cheaper is not None and cheaper["ratio"] == 0.8 and cheaper["whole"] == 1000.0
     assert dearer is not None and dearer["ratio"] == 1.05
     assert bill(SessionState(plan={})) is None  # no usage reported yet
-    together = summary([cheaper, dearer, None])
-    assert together == {"sessions": 2, "above_whole": 1, "worst_ratio": 1.05, "ratio": 0.925}
-    text = listing([("s-a", 0, cheaper), ("s-b", 0, dearer), ("s-c", 0, None)])
-    assert "s-a  1970-01-01 00:00:00 UTC  0.800× of sent whole" in text
+    rows = [
+        Recent("s-a", 0, cheaper, False),
+        Recent("s-b", 0, dearer, False),
+        Recent("s-c", 0, None, False),
+        Recent("s-d", 0, dearer, True),
+    ]
+    together = summary(rows)
+    assert together == {
+        "sessions": 3, "live": 1, "above_whole": 1, "worst_ratio": 1.05, "ratio": 0.9667
+    }  # fmt: skip
+    text = listing(rows)
+    assert "s-a  1970-01-01 00:00:00 UTC  0.800× of sent whole\n" in text
+    assert "s-d  1970-01-01 00:00:00 UTC  1.050× of sent whole  (live)" in text
     assert (
-        "2 with a bill: 0.925× of sending them whole; 1 cost more than sent whole (worst 1.050×)"
-        in text
-    )
+        "3 with a bill: 0.967× of sending them whole; 1 of 2 settled cost more than sent whole"
+        " (worst 1.050×); 1 still live (their last compaction may yet pay back)"
+    ) in text
     nothing = bill(SessionState(plan={}, billed=0.0, spared=0.0))
     assert nothing is not None and nothing["ratio"] == 1.0
-    assert "with a bill" not in listing([("s-d", 0, nothing)])  # nothing billed: no total
+    assert "with a bill" not in listing([Recent("s-e", 0, nothing, False)])  # nothing billed
     assert "cost 50 more" in render(
         {**report("s-b", SessionState(plan={}, billed=1050.0, spared=-50.0))}
     )

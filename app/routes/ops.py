@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import time
 from functools import partial
 
 from fastapi import APIRouter, Request
@@ -91,7 +92,10 @@ async def recent_sessions(request: Request) -> Response:
             400, f"limit must be a whole number from 1 to {MAX_SESSIONS}", code="invalid_limit"
         )
     state: StateStore | None = request.app.state.state_store
-    rows = [] if state is None else await run_in_threadpool(recent_bills, state, int(raw))
+    gateway: Gateway = request.app.state.gateway
+    live_ms = int(gateway.settings.cache_ttl_s * 1000)
+    read = partial(recent_bills, now_ms=int(time.time() * 1000), live_ms=live_ms)
+    rows = [] if state is None else await run_in_threadpool(read, state, int(raw))
     return JSONResponse(recent_report(rows))
 
 

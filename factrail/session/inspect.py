@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from factrail.session.keys import SESSION_HEADER, is_client_alias
@@ -26,30 +27,41 @@ def bill(state: SessionState) -> dict[str, float] | None:
     }
 
 
-def summary(bills: Sequence[Mapping[str, float] | None]) -> dict[str, Any]:
-    """Sessions' bills together: how many have one, how many cost more than sent whole (and the
-    worst), and all of them against sending them whole."""
-    known = [b for b in bills if b is not None]
-    above = [b["ratio"] for b in known if b["spared"] < 0]
-    billed, whole = sum(b["billed"] for b in known), sum(b["whole"] for b in known)
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """One recent session as the listing shows it."""
+
+    session: str
+    updated_ms: int
+    bill: dict[str, float] | None
+    live: bool
+    """Seen within the cache's lifetime: its last compaction may still pay back."""
+
+
+def summary(rows: Sequence[Recent]) -> dict[str, Any]:
+    """Sessions' bills together: how many have one, how many are still live, how many of the
+    others cost more than sent whole (and the worst), and all of them against sending them
+    whole."""
+    known = [r for r in rows if r.bill is not None]
+    settled = [r.bill for r in known if not r.live and r.bill is not None]
+    above = [b["ratio"] for b in settled if b["spared"] < 0]
+    billed = sum(r.bill["billed"] for r in known if r.bill is not None)
+    whole = sum(r.bill["whole"] for r in known if r.bill is not None)
     return {
         "sessions": len(known),
+        "live": len(known) - len(settled),
         "above_whole": len(above),
         "worst_ratio": max(above, default=None),
         "ratio": round(billed / whole, 4) if whole > 0 else None,
     }
 
 
-Bills = list[tuple[str, int, dict[str, float] | None]]
-"""Recent sessions: `(key, updated_ms, bill)`, newest first."""
-
-
-def recent_bills(store: StateStore, limit: int) -> Bills:
-    """Of the `limit` most recently updated records, the sessions with their bills: not the
-    fence's records of client session ids, nor any record with nothing to show (no bill, no
-    compaction, no plan: the fence's record of a transcript's head, or a session whose first
-    answer has not come back)."""
-    rows: Bills = []
+def recent_bills(store: StateStore, limit: int, *, now_ms: int, live_ms: int) -> list[Recent]:
+    """Of the `limit` most recently updated records, the sessions with their bills, each live
+    when seen within `live_ms` of `now_ms`: not the fence's records of client session ids, nor
+    any record with nothing to show (no bill, no compaction, no plan: the fence's record of a
+    transcript's head, or a session whose first answer has not come back)."""
+    rows: list[Recent] = []
     for session, ms in store.recent(limit):
         if is_client_alias(session):
             continue
@@ -58,14 +70,17 @@ def recent_bills(store: StateStore, limit: int) -> Bills:
             continue
         if loaded.billed is None and not loaded.compactions and not loaded.plan:
             continue
-        rows.append((session, ms, bill(loaded)))
+        rows.append(Recent(session, ms, bill(loaded), now_ms - ms <= live_ms))
     return rows
 
 
-def recent_report(rows: Bills) -> dict[str, Any]:
+def recent_report(rows: Sequence[Recent]) -> dict[str, Any]:
     """`recent_bills` as JSON (the sessions route, `factrail inspect --list --json`)."""
-    sessions = [{"session": k, "updated_ms": ms, "bill": b} for k, ms, b in rows]
-    return {"sessions": sessions, "summary": summary([b for _, _, b in rows])}
+    sessions = [
+        {"session": r.session, "updated_ms": r.updated_ms, "live": r.live, "bill": r.bill}
+        for r in rows
+    ]
+    return {"sessions": sessions, "summary": summary(rows)}
 
 
 def report(session: str, state: SessionState) -> dict[str, Any]:
@@ -168,20 +183,22 @@ def _bill_line(b: Mapping[str, float]) -> str:
     )
 
 
-def listing(sessions: Sequence[tuple[str, int, Mapping[str, float] | None]]) -> str:
+def listing(rows: Sequence[Recent]) -> str:
     """Recent sessions, newest first, each with its bill against sending it whole; then all
     of them together."""
-    rows = []
-    for key, ms, b in sessions:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
-        figure = "" if b is None else f"  {b['ratio']:.3f}× of sent whole"
-        rows.append(f"{key}  {when} UTC{figure}")
-    total = summary([b for _, _, b in sessions])
+    lines = []
+    for r in rows:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.updated_ms / 1000))
+        figure = "" if r.bill is None else f"  {r.bill['ratio']:.3f}× of sent whole"
+        lines.append(f"{r.session}  {when} UTC{figure}{'  (live)' if r.live else ''}")
+    total = summary(rows)
     if total["ratio"] is not None:
         worst = f" (worst {total['worst_ratio']:.3f}×)" if total["above_whole"] else ""
-        rows.append(
+        live = f"; {total['live']} still live (their last compaction may yet pay back)"
+        lines.append(
             f"{total['sessions']} with a bill: {total['ratio']:.3f}× of sending them whole;"
-            f" {total['above_whole']} cost more than sent whole{worst}"
+            f" {total['above_whole']} of {total['sessions'] - total['live']} settled cost more"
+            f" than sent whole{worst}" + (live if total["live"] else "")
         )
     hint = f"(a session named by `{SESSION_HEADER}: X` is `factrail inspect --header X`)"
-    return "\n".join([*rows, hint]) + "\n"
+    return "\n".join([*lines, hint]) + "\n"
