@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from app.main import create_app, default_engine
@@ -23,6 +24,7 @@ from factrail.settings import Settings
 from factrail.stores import open_state_store
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import SessionState
+from tests.integration.processes import metric_total
 from tests.options import engine_options
 from tests.test_session import chat
 
@@ -39,6 +41,16 @@ def compacted_session(state_url: str, outputs: Path) -> None:
     assert result.outcome == "compacted"
     compactor.close()
     store.close()
+
+
+def gateway(settings: Settings, upstream: Callable[[httpx.Request], httpx.Response]) -> FastAPI:
+    """The gateway with the real engine on `settings.state_url`, in front of `upstream`."""
+    return create_app(
+        settings,
+        client=httpx.AsyncClient(transport=httpx.MockTransport(upstream)),
+        state=open_state_store(settings.state_url),
+        engine_factory=default_engine,
+    )
 
 
 def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
@@ -123,13 +135,7 @@ def test_the_admin_route_needs_the_key_and_is_never_forwarded(tmp_path: Path) ->
         forwarded.append(request)
         return httpx.Response(200)
 
-    settings = Settings(state_url=url, admin_key=SecretStr(key))
-    app = create_app(
-        settings,
-        client=httpx.AsyncClient(transport=httpx.MockTransport(upstream)),
-        state=open_state_store(url),
-        engine_factory=default_engine,
-    )
+    app = gateway(Settings(state_url=url, admin_key=SecretStr(key)), upstream)
     session = header_key("run-1")
     with TestClient(app) as client:
         assert client.get(f"/v1/factrail/sessions/{session}").status_code == 401
@@ -148,15 +154,6 @@ def test_the_admin_route_needs_the_key_and_is_never_forwarded(tmp_path: Path) ->
             client.request(method, "/v1/factrail/sessions", headers=auth)
             client.request(method, "/v1/factrail/outputs/x/y", headers=auth)
     assert forwarded == []
-
-
-def metric_sum(text: str, name: str) -> float:
-    return sum(
-        s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-        if s.name == name
-    )
 
 
 def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it_whole(
@@ -184,12 +181,7 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
         price_profile="anthropic",
         outputs_dir=str(tmp_path / "outputs"),
     )
-    app = create_app(
-        settings,
-        client=httpx.AsyncClient(transport=httpx.MockTransport(upstream)),
-        state=open_state_store(url),
-        engine_factory=default_engine,
-    )
+    app = gateway(settings, upstream)
     session = header_key("run-1")
     headers = {"x-factrail-session": "run-1"}
     with TestClient(app) as client:
@@ -203,7 +195,7 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
         # lands: it is stored off the event loop)
         assert outcomes[0] == "compacted"
         exported = client.get("/metrics").text
-        removed = metric_sum(exported, "factrail_input_tokens_removed_total")
+        removed = metric_total(exported, "factrail_input_tokens_removed_total")
         listed = client.get("/v1/factrail/sessions").json()
         inspected = client.get(f"/v1/factrail/sessions/{session}").json()
     billed = sum(prompt - cached + 0.1 * cached for prompt, cached in figures)
@@ -216,15 +208,12 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     assert inspected["bill"]["spared"] == pytest.approx(expected, abs=0.1)
     assert inspected["bill"]["whole"] == pytest.approx(billed + expected, abs=0.2)
     # the fleet's counters keep the same account
-    assert metric_sum(exported, "factrail_billed_input_tokens_total") == pytest.approx(billed)
-    parts = {
-        s.labels["part"]: s.value
-        for family in text_string_to_metric_families(exported)
-        for s in family.samples
-        if s.name == "factrail_spared_input_tokens_total"
-    }
-    assert parts["kept_out"] == pytest.approx(0.1 * removed)
-    assert parts["kept_out"] - parts["rewritten"] == pytest.approx(expected)
+    assert metric_total(exported, "factrail_billed_input_tokens_total") == pytest.approx(billed)
+    spared_total = "factrail_spared_input_tokens_total"
+    kept_out = metric_total(exported, spared_total, part="kept_out")
+    rewritten = metric_total(exported, spared_total, part="rewritten")
+    assert kept_out == pytest.approx(0.1 * removed)
+    assert kept_out - rewritten == pytest.approx(expected)
     (row,) = listed["sessions"]
     assert row["session"] == session and row["bill"] == inspected["bill"]
     assert listed["summary"]["sessions"] == 1
