@@ -15,6 +15,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 
+from app.bills import watch_bills
 from app.engine import Engine, build_engine
 from app.logging import configure_logging
 from app.metrics import MULTIPROC_ENV, Metrics
@@ -125,6 +126,8 @@ def create_app(
             )
         if (pool := pool_of(http)) is not None:
             tasks.append(asyncio.create_task(watch_pool(pool, metrics)))
+        if engine is not None:
+            tasks.append(asyncio.create_task(watch_bills(store, metrics, live_s=cfg.cache_ttl_s)))
         try:
             yield
         finally:

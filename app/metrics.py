@@ -12,6 +12,8 @@ gauges take their maximum.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -211,6 +213,21 @@ class Metrics:
         self._kept_out, self._rewritten = (
             self.spared_input.labels(part) for part in ("kept_out", "rewritten")
         )
+        self.recent_sessions = Gauge(
+            p + "recent_sessions",
+            "Of the state store's most recent sessions with a bill (app/bills.py): live (seen"
+            " within the cache's lifetime), settled, and settled ones that cost more than sent"
+            " whole.",
+            ["state"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.recent_bill_ratio = Gauge(
+            p + "recent_sessions_bill_ratio",
+            "Those sessions' bill over what they would have cost sent whole, all together.",
+            registry=r,
+            multiprocess_mode="livemax",
+        )
         self.cache_breaks = Counter(
             p + "cache_breaks",
             "Turns not compacted that read less of the prompt cache than the session's last.",
@@ -294,6 +311,18 @@ class Metrics:
         self.billed_input.inc(max(bill.billed, 0.0))
         self._kept_out.inc(max(bill.kept_out, 0.0))
         self._rewritten.inc(max(bill.rewritten, 0.0))
+
+    def record_bills(self, summary: Mapping[str, Any]) -> None:
+        """The recent sessions' bills together (`factrail.session.inspect.summary`)."""
+        settled = summary["sessions"] - summary["live"]
+        for state, count in (
+            ("live", summary["live"]),
+            ("settled", settled),
+            ("above_whole", summary["above_whole"]),
+        ):
+            self.recent_sessions.labels(state).set(count)
+        if summary["ratio"] is not None:
+            self.recent_bill_ratio.set(summary["ratio"])
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

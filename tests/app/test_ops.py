@@ -225,3 +225,44 @@ def test_compose_publishes_on_loopback_and_requires_the_admin_key() -> None:
             assert str(port).startswith("127.0.0.1:"), (name, port)
     admin = services["factrail"]["environment"]["FACTRAIL_ADMIN_KEY"]
     assert admin.startswith("${FACTRAIL_ADMIN_KEY:?")  # compose refuses to start without it
+
+
+def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> None:
+    """Every minute the gateway reads the store's recent sessions' bills into gauges: a session
+    seen within the cache's lifetime is live, the others settled, and those of them that cost
+    more than sent whole are counted."""
+    import asyncio
+
+    from app.bills import watch_bills
+    from factrail.stores.memory_state import MemoryStateStore
+    from factrail.stores.state import SessionState
+
+    now = [1_800_000_000.0]
+    store = MemoryStateStore(clock=lambda: now[0])
+    store.save("s-cheaper", SessionState(plan={}, billed=800.0, spared=200.0))
+    store.save("s-dearer", SessionState(plan={}, billed=1050.0, spared=-50.0))
+    now[0] += 600  # both settled: ten minutes past the five of the cache
+    store.save("s-live", SessionState(plan={}, billed=1050.0, spared=-50.0))
+    metrics = Metrics()
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        raise asyncio.CancelledError  # stop after one round
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(
+            watch_bills(
+                store, metrics, live_s=300.0, interval_s=60.0, clock=lambda: now[0], sleep=sleep
+            )
+        )
+    assert waits == [60.0]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(metrics.render().decode())
+        for s in family.samples
+    }
+    assert samples[("factrail_recent_sessions", (("state", "settled"),))] == 2
+    assert samples[("factrail_recent_sessions", (("state", "above_whole"),))] == 1
+    assert samples[("factrail_recent_sessions", (("state", "live"),))] == 1
+    assert samples[("factrail_recent_sessions_bill_ratio", ())] == pytest.approx(2900 / 3000, 1e-3)
