@@ -11,6 +11,7 @@ gauges take their maximum.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -224,10 +225,12 @@ class Metrics:
         )
         self.recent_bill_ratio = Gauge(
             p + "recent_sessions_bill_ratio",
-            "Those sessions' bill over what they would have cost sent whole, all together.",
+            "Those sessions' bill over what they would have cost sent whole, all together"
+            " (NaN: none has a bill).",
             registry=r,
             multiprocess_mode="livemax",
         )
+        self.recent_bill_ratio.set(math.nan)
         self.cache_breaks = Counter(
             p + "cache_breaks",
             "Turns not compacted that read less of the prompt cache than the session's last.",
@@ -321,8 +324,8 @@ class Metrics:
             ("above_whole", summary["above_whole"]),
         ):
             self.recent_sessions.labels(state).set(count)
-        if summary["ratio"] is not None:
-            self.recent_bill_ratio.set(summary["ratio"])
+        ratio = summary["ratio"]
+        self.recent_bill_ratio.set(math.nan if ratio is None else ratio)  # none: no value
 
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""

@@ -266,3 +266,6 @@ def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> No
     assert samples[("factrail_recent_sessions", (("state", "above_whole"),))] == 1
     assert samples[("factrail_recent_sessions", (("state", "live"),))] == 1
     assert samples[("factrail_recent_sessions_bill_ratio", ())] == pytest.approx(2900 / 3000, 1e-3)
+    metrics.record_bills({"sessions": 0, "live": 0, "above_whole": 0, "ratio": None})
+    text = metrics.render().decode()
+    assert "factrail_recent_sessions_bill_ratio NaN" in text  # no bill: no ratio, not 0
