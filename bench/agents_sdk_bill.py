@@ -10,7 +10,8 @@ uncached input × 1, cached input × 0.1).
 
 Printed per session length and trigger: requests, rejected requests, factrail's compactions,
 uncached and cached tokens, the cached share, the billed token-units, the ratio to direct, and
-whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at).
+whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at), and
+the ratio factrail's own bill of the session gives (`ledger`, from its sessions route).
 
     .venv/bin/python bench/agents_sdk_bill.py [--steps 16,30,40] [--triggers 20000,40000]
 """

@@ -8,7 +8,8 @@ from the endpoint's own usage records: input × 1 + cache write × 1.25 + cache 
 
 Printed per session length and trigger: requests, rejected requests, factrail's compactions,
 uncached / cache-write / cache-read tokens, the cache-read share, the billed token-units, the
-ratio to direct, and whether the planted line reached the upstream in the last request.
+ratio to direct, whether the planted line reached the upstream in the last request, and the
+ratio factrail's own bill of the session gives (`ledger`, from its sessions route).
 
     .venv/bin/python bench/claude_code_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
         [--writes N] [--thinking] [--parallel N]

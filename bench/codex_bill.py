@@ -9,7 +9,8 @@ session is priced from the endpoint's own usage records under OpenAI's prices fo
 
 Printed per session length and trigger: requests, rejected requests, factrail's compactions,
 uncached and cached tokens, the cached share, the billed token-units, the ratio to direct, and
-whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at).
+whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at), and
+the ratio factrail's own bill of the session gives (`ledger`, from its sessions route).
 
     .venv/bin/python bench/codex_bill.py [--steps 22,40] [--triggers 44000,60000,90000]
         [--reasoning] [--parallel N]
