@@ -9,7 +9,7 @@ priced from the endpoint's own usage records under OpenAI's prices for the model
 uncached input × 1, cached input × 0.1).
 
 Printed per session length and trigger: requests, rejected requests, factrail's compactions,
-uncached and cached tokens, the cached share, the billed token-units, the ratio to direct, and
+uncached and cached tokens, the cached share, the billed token-units, the ratio to direct,
 whether the answer quoted the fact (`reread`: the agent re-ran the read a note pointed at), and
 the ratio factrail's own bill of the session gives (`ledger`, from its sessions route).
 
