@@ -41,11 +41,8 @@ async def watch_bills(
     session seen within `live_s` is live: its last compaction may yet pay back); a failed
     reading is logged and the next one runs on time."""
     while True:
-        now_ms, live_ms = int(clock() * 1000), int(live_s * 1000)
         try:
-            rows = await asyncio.to_thread(
-                recent_bills, store, limit, now_ms=now_ms, live_ms=live_ms
-            )
+            rows = await asyncio.to_thread(recent_bills, store, limit, live_s=live_s, now=clock())
         except Exception:
             log.warning("reading the recent sessions' bills failed", exc_info=True)
         else:

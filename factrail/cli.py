@@ -354,8 +354,7 @@ def _inspect(args: argparse.Namespace) -> int:
     store = open_state_store(state_url(settings.state_url))
     try:
         if args.list:
-            now_ms, live_ms = int(time.time() * 1000), int(settings.cache_ttl_s * 1000)
-            rows = recent_bills(store, max(args.limit, 1), now_ms=now_ms, live_ms=live_ms)
+            rows = recent_bills(store, max(args.limit, 1), live_s=settings.cache_ttl_s)
             if args.json:
                 sys.stdout.write(json.dumps(recent_report(rows), indent=2) + "\n")
             else:

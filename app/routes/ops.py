@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import time
 from functools import partial
 
 from fastapi import APIRouter, Request
@@ -93,8 +92,7 @@ async def recent_sessions(request: Request) -> Response:
         )
     state: StateStore | None = request.app.state.state_store
     gateway: Gateway = request.app.state.gateway
-    live_ms = int(gateway.settings.cache_ttl_s * 1000)
-    read = partial(recent_bills, now_ms=int(time.time() * 1000), live_ms=live_ms)
+    read = partial(recent_bills, live_s=gateway.settings.cache_ttl_s)
     rows = [] if state is None else await run_in_threadpool(read, state, int(raw))
     return JSONResponse(recent_report(rows))
 

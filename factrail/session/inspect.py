@@ -42,11 +42,10 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
     """Sessions' bills together: how many have one, how many are still live, how many of the
     others cost more than sent whole (and the worst), and all of them against sending them
     whole."""
-    known = [r for r in rows if r.bill is not None]
-    settled = [r.bill for r in known if not r.live and r.bill is not None]
+    known = [(r.bill, r.live) for r in rows if r.bill is not None]
+    settled = [b for b, live in known if not live]
     above = [b["ratio"] for b in settled if b["spared"] < 0]
-    billed = sum(r.bill["billed"] for r in known if r.bill is not None)
-    whole = sum(r.bill["whole"] for r in known if r.bill is not None)
+    billed, whole = sum(b["billed"] for b, _ in known), sum(b["whole"] for b, _ in known)
     return {
         "sessions": len(known),
         "live": len(known) - len(settled),
@@ -56,11 +55,15 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
     }
 
 
-def recent_bills(store: StateStore, limit: int, *, now_ms: int, live_ms: int) -> list[Recent]:
+def recent_bills(
+    store: StateStore, limit: int, *, live_s: float, now: float | None = None
+) -> list[Recent]:
     """Of the `limit` most recently updated records, the sessions with their bills, each live
-    when seen within `live_ms` of `now_ms`: not the fence's records of client session ids, nor
-    any record with nothing to show (no bill, no compaction, no plan: the fence's record of a
-    transcript's head, or a session whose first answer has not come back)."""
+    when seen within `live_s` of `now` (default: the time now): not the fence's records of
+    client session ids, nor any record with nothing to show (no bill, no compaction, no plan:
+    the fence's record of a transcript's head, or a session whose first answer has not come
+    back)."""
+    live_from_ms = ((time.time() if now is None else now) - live_s) * 1000
     rows: list[Recent] = []
     for session, ms in store.recent(limit):
         if is_client_alias(session):
@@ -70,7 +73,7 @@ def recent_bills(store: StateStore, limit: int, *, now_ms: int, live_ms: int) ->
             continue
         if loaded.billed is None and not loaded.compactions and not loaded.plan:
             continue
-        rows.append(Recent(session, ms, bill(loaded), now_ms - ms <= live_ms))
+        rows.append(Recent(session, ms, bill(loaded), ms >= live_from_ms))
     return rows
 
 

@@ -196,6 +196,8 @@ class Turn:
     extra: int
     """Tokens outside the transcript (system prompt, tool schemas)."""
     taint: TaintScan
+    prices: Prices
+    """What the request's model bills (the configured profile, the cache the client asked for)."""
     turns: int = 1
     """Assistant turns so far (at least 1): the session's age, for its growth rate and its
     expected remaining length."""
@@ -389,7 +391,7 @@ class SessionCompactor:
             compactions=turn.state.compactions,
             estimated_sent=turn.estimated,
             mark=turn.state.mark,
-            prices=self._prices(turn),
+            prices=turn.prices,
         )
         writes = self._fence(turn, evidence, aliases)
         tainted_now = bool(writes) and writes[-1][0] == session
@@ -477,11 +479,11 @@ class SessionCompactor:
         """Whether saving `saved` tokens on every remaining turn pays back re-billing
         `invalidated` once, under the provider's prices."""
         remaining = turn.turns * self.options.payback_horizon
-        return pays(invalidated, saved, remaining, self._prices(turn), turn.tokens)
+        return pays(invalidated, saved, remaining, turn.prices, turn.tokens)
 
-    def _prices(self, turn: Turn) -> Prices:
-        profile = profile_for(self.options.price_profile, turn.asked.model)
-        return prices(profile, turn.asked.model, turn.asked.cache_ttl_s, self.options.model_prices)
+    def _prices(self, asked: Asked) -> Prices:
+        profile = profile_for(self.options.price_profile, asked.model)
+        return prices(profile, asked.model, asked.cache_ttl_s, self.options.model_prices)
 
     def _estimate(self, turn: Turn) -> tuple[float, float] | None:
         """The tokens a compaction would invalidate (from the first result it could reduce) and
@@ -535,6 +537,7 @@ class SessionCompactor:
             turns=max(sum(1 for m in whole if m.role == "assistant"), 1),
             extra=extra_tokens,
             taint=TaintScan(),
+            prices=self._prices(asked),
             answered=answered,
             asked=asked,
         )
@@ -733,7 +736,7 @@ class SessionCompactor:
         cache: 38; a model that reads at 0.05: 48), and at least `HEADROOM_TURNS` (that floor
         holds at Anthropic's 0.1 and 1.25, where the product is 23, and at GPT-4o's 0.5, 2),
         so each dearer compaction goes deeper and comes that much less often."""
-        price = self._prices(turn)
+        price = turn.prices
         return max(HEADROOM_TURNS, ROOM_PER_REWRITE * (price.write - price.cached) / price.cached)
 
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -134,16 +135,12 @@ def test_a_symlink_planted_among_the_outputs_is_not_served(
     assert client.get(f"/v1/factrail/outputs/{saved.output_id}").text == "ours"
 
 
-def test_the_sweep_task_runs_then_waits_for_its_interval(tmp_path: Path) -> None:
+def one_round(
+    task: Callable[[Callable[[float], Awaitable[None]]], Coroutine[Any, Any, None]],
+) -> list[float]:
+    """Run a periodic task (given its `sleep`) for one round: the waits it asked for."""
     import asyncio
 
-    from app.sweeper import sweep_outputs
-    from factrail.stores.outputs import DAY_SECONDS
-
-    store = OutputStore(tmp_path / "outputs")
-    old = store.save("s", "old", "x").path
-    os.utime(old, (1_000_000.0, 1_000_000.0))
-    metrics = Metrics()
     waits: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -151,19 +148,35 @@ def test_the_sweep_task_runs_then_waits_for_its_interval(tmp_path: Path) -> None
         raise asyncio.CancelledError  # stop after one round
 
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(
-            sweep_outputs(
-                store, 123.0, metrics, clock=lambda: 1_000_000 + 31 * DAY_SECONDS, sleep=sleep
-            )
-        )
-    assert waits == [123.0] and not old.exists()
-    samples = {
+        asyncio.run(task(sleep))
+    return waits
+
+
+def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample the registry exports, by name and sorted labels."""
+    return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(metrics.render().decode())
         for s in family.samples
     }
-    assert samples[("factrail_outputs_removed_total", (("reason", "expired"),))] == 1
-    assert samples[("factrail_outputs_bytes", ())] == 0
+
+
+def test_the_sweep_task_runs_then_waits_for_its_interval(tmp_path: Path) -> None:
+    from app.sweeper import sweep_outputs
+    from factrail.stores.outputs import DAY_SECONDS
+
+    store = OutputStore(tmp_path / "outputs")
+    old = store.save("s", "old", "x").path
+    os.utime(old, (1_000_000.0, 1_000_000.0))
+    metrics = Metrics()
+    later = 1_000_000 + 31 * DAY_SECONDS
+    waits = one_round(
+        lambda sleep: sweep_outputs(store, 123.0, metrics, clock=lambda: later, sleep=sleep)
+    )
+    assert waits == [123.0] and not old.exists()
+    exported = samples(metrics)
+    assert exported[("factrail_outputs_removed_total", (("reason", "expired"),))] == 1
+    assert exported[("factrail_outputs_bytes", ())] == 0
 
 
 def test_the_lifespan_starts_the_sweep_and_stops_it(
@@ -231,7 +244,6 @@ def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> No
     """Every minute the gateway reads the store's recent sessions' bills into gauges: a session
     seen within the cache's lifetime is live, the others settled, and those of them that cost
     more than sent whole are counted."""
-    import asyncio
 
     from app.bills import watch_bills
     from factrail.stores.memory_state import MemoryStateStore
@@ -244,28 +256,18 @@ def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> No
     now[0] += 600  # both settled: ten minutes past the five of the cache
     store.save("s-live", SessionState(plan={}, billed=1050.0, spared=-50.0))
     metrics = Metrics()
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-        raise asyncio.CancelledError  # stop after one round
-
-    with pytest.raises(asyncio.CancelledError):
-        asyncio.run(
-            watch_bills(
-                store, metrics, live_s=300.0, interval_s=60.0, clock=lambda: now[0], sleep=sleep
-            )
+    waits = one_round(
+        lambda sleep: watch_bills(
+            store, metrics, live_s=300.0, interval_s=60.0, clock=lambda: now[0], sleep=sleep
         )
+    )
     assert waits == [60.0]
-    samples = {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(metrics.render().decode())
-        for s in family.samples
-    }
-    assert samples[("factrail_recent_sessions", (("state", "settled"),))] == 2
-    assert samples[("factrail_recent_sessions", (("state", "above_whole"),))] == 1
-    assert samples[("factrail_recent_sessions", (("state", "live"),))] == 1
-    assert samples[("factrail_recent_sessions_bill_ratio", ())] == pytest.approx(2900 / 3000, 1e-3)
+    exported = samples(metrics)
+    assert exported[("factrail_recent_sessions", (("state", "settled"),))] == 2
+    assert exported[("factrail_recent_sessions", (("state", "above_whole"),))] == 1
+    assert exported[("factrail_recent_sessions", (("state", "live"),))] == 1
+    ratio = exported[("factrail_recent_sessions_bill_ratio", ())]
+    assert ratio == pytest.approx(2900 / 3000, 1e-3)
     metrics.record_bills({"sessions": 0, "live": 0, "above_whole": 0, "ratio": None})
     text = metrics.render().decode()
     assert "factrail_recent_sessions_bill_ratio NaN" in text  # no bill: no ratio, not 0
