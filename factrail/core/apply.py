@@ -41,7 +41,9 @@ from factrail.core.rails import (
     render_stub,
     rerun_note,
     stub_layout,
+    with_read_extras,
 )
+from factrail.core.readnotes import files_line
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 from factrail.core.value import (
@@ -149,7 +151,11 @@ class _Slot:
     tokens: int
     is_error: bool
     rerunnable: bool
+    """A reproducible read: reduced to its re-run note."""
     final: bool
+    quoted_read: bool = False
+    """A reproducible read the agent has quoted from: reduced as an observation, its stub
+    keeping what the re-run note would have carried."""
     tier: int = 0
     note_chars: int = 0
     note_tokens: int = 0
@@ -241,6 +247,14 @@ class _Engine:
             slot.renders[kind] = r
         return r
 
+    def quotes_lost(self, text: str, tool_use_id: str) -> bool:
+        """Whether the agent has quoted from this read more than the files it named."""
+        quoted = self.contexts[tool_use_id].quoted
+        if not quoted:
+            return False
+        named = files_line(text)
+        return any(t not in named for t in quoted)
+
     def note(self, text: str, tool_use_id: str) -> str:
         key = (text, tool_use_id)
         out = self.memo.notes.get(key)
@@ -277,6 +291,8 @@ class _Engine:
         return r
 
     def stub_text(self, slot: _Slot, stub: Stub, lines: list[str]) -> str:
+        if slot.quoted_read:
+            lines = with_read_extras(slot.text, lines)
         return render_stub(
             slot.text, stub, lines, is_error=slot.is_error, tool_use_id=slot.tool_use_id
         )
@@ -634,13 +650,18 @@ def apply(
             uses.setdefault(u.tool_use_id, u)
     before, sizes = _tokens_of(messages, count)
     rerunnable = rerunnable_ids(messages)
+    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
+    engine.contexts = message_contexts(
+        messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
+    )
     slots: list[_Slot] = []
     growth = _NoteGrowth(phrase, count)
     for r in _first_results(messages):
         rid = r.tool_use_id
         if actions.get(rid, "keep") == "keep":
             continue
-        readable = rid in rerunnable
+        read = rid in rerunnable and not r.is_error and not read_is_observation(r.text)
+        quoted = read and engine.quotes_lost(r.text, rid)
         slots.append(
             growth.of(
                 _Slot(
@@ -649,13 +670,13 @@ def apply(
                     text=r.text,
                     tokens=sizes[id(r)],
                     is_error=r.is_error,
-                    rerunnable=readable and not r.is_error and not read_is_observation(r.text),
+                    rerunnable=read and not quoted,
                     final=rid in final or is_compacted(r.text),
+                    quoted_read=quoted,
                     min_cut=min_cut,
                 )
             )
         )
-    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
     briefed = _briefs(
         uses,
         actions,
@@ -669,10 +690,6 @@ def apply(
         estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
     )
-    if selection.value:
-        engine.contexts = message_contexts(
-            messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
-        )
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
     after, tier = _escalate(engine, slots, after, before * (1 - reduction.target))
     texts = {s.tool_use_id: engine.render(s, s.tier).text for s in slots}

@@ -1,8 +1,10 @@
 """The fact rails: how one tool result is reduced at a tier.
 
-A reproducible read becomes a one-line re-run note. An observation keeps its head, its fact lines
-and its tail around one mark line (the stub); small or fact-dense observations stay whole. Tiers go
-from loose (0) to strict (3); past the hard line, last resort keeps only fact lines, then evicts.
+A reproducible read becomes a one-line re-run note; a read the agent has quoted from is reduced
+as an observation instead, keeping what its note would have carried. An observation keeps its
+head, its fact lines and its tail around one mark line (the stub); small or fact-dense
+observations stay whole. Tiers go from loose (0) to strict (3); past the hard line, last resort
+keeps only fact lines, then evicts.
 """
 
 from __future__ import annotations
@@ -61,6 +63,12 @@ def rerun_note(text: str, tool_use_id: str) -> str:
     if len(text) <= RERUN_KEEP_CHARS:
         return text
     return "\n".join([note(len(text), RERUN_DETAIL, tool_use_id), *read_extras(text)])
+
+
+def with_read_extras(text: str, lines: list[str]) -> list[str]:
+    """A quoted read's stub lines: its fact lines, then what its re-run note would have
+    carried (`read_extras`) that they do not already hold."""
+    return lines + [x for x in read_extras(text) if x not in lines]
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,9 @@ class ValueContext:
     user: str
     dist: int
     reused: frozenset[str]
+    quoted: frozenset[str] = frozenset()
+    """The tokens this result was the first to show (outside its call's input) that the agent
+    has since written: the facts it drew from this output."""
 
 
 def message_contexts(
@@ -120,10 +123,19 @@ def message_contexts(
                 intro.setdefault(t, i)
         last_said = _first_held(reversed(spoken), intro.keys(), tokens)
     reused = frozenset(t for t, i in intro.items() if t in last_said and i < last_said[t])
+    by_output: dict[int, list[str]] = {}
+    for t in reused:
+        by_output.setdefault(intro[t], []).append(t)
     total = len(outs)
     return {
-        rid: ValueContext(input=inp, user=user, dist=total - k, reused=reused)
-        for k, (_, rid, _, inp) in enumerate(outs)
+        rid: ValueContext(
+            input=inp,
+            user=user,
+            dist=total - k,
+            reused=reused,
+            quoted=frozenset(t for t in by_output.get(i, ()) if t not in inp),
+        )
+        for k, (i, rid, _, inp) in enumerate(outs)
     }
 
 

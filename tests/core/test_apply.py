@@ -333,3 +333,81 @@ def test_lazy_escalation_makes_the_moves_of_scoring_every_slot_up_front(
     assert any(a.tier >= 2 for a in lazy)
     for a, b in zip(lazy, eager, strict=True):
         assert (a.tier, a.changed, a.tokens_after) == (b.tier, b.changed, b.tokens_after)
+
+
+def _paper(rows: int = 400) -> str:
+    """A data file the agent reads: every line a measurement with its own figures."""
+    return "\n".join(
+        f"{i}\tcondition_{i % 7} mean {100 + i * 3.137:.3f} ms sd {i * 0.513:.3f}"
+        for i in range(rows)
+    )
+
+
+def _quoting(said: str) -> list[Message]:
+    """A read of `_paper()`, then the agent writing `said`, then later calls."""
+    messages = [
+        Message("user", "summarise the results"),
+        Message("assistant", "", [ToolUse("r", "Read", {"file_path": "/data/results.tsv"})]),
+        Message("user", "", tool_results=[ToolResult("r", _paper())]),
+        Message("assistant", said, [ToolUse("b", "Bash", {"command": "ls"})]),
+        Message("user", "", tool_results=[ToolResult("b", "notes.md")]),
+    ]
+    return messages
+
+
+def test_a_read_the_agent_quoted_from_keeps_its_fact_lines_instead_of_a_rerun_note() -> None:
+    """An agent that carries figures out of a read draws facts from it: the read is reduced
+    like an observation (head, value-chosen lines, tail), not to a re-run note."""
+    plain = apply(_quoting("Reading done."), {"r": "drop_result"}, reduction=Reduction(0.3, 0.0))
+    assert plain.changed["r"].startswith("[factrail omitted ")
+    assert "reproducible, re-run the call" in plain.changed["r"]
+
+    quoted = _quoting("Condition 3 takes 109.411 ms on average.")
+    got = apply(quoted, {"r": "drop_result"}, reduction=Reduction(0.3, 0.0))
+    text = got.changed["r"]
+    assert "reproducible" not in text
+    assert text.startswith(_paper()[:40])  # the head stays
+    assert text.endswith(_paper()[-40:])  # and the tail
+    assert "fact lines; full output" in text
+    assert len(text) < len(_paper()) // 2
+    # The lines kept from the middle are whole lines of the read.
+    kept = [line for line in text.split("\n") if "\tcondition_" in line]
+    assert kept and all(line in _paper().split("\n") for line in kept)
+
+
+def test_a_search_whose_files_the_agent_opened_stays_a_rerun_note() -> None:
+    """Opening the files a search named is what its note's `files:` line is for."""
+    hits = "\n".join(f"src/pkg/module_{i}.py:{i + 1}: import thing" for i in range(300))
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", [ToolUse("g", "Grep", {"pattern": "thing"})]),
+        Message("user", "", tool_results=[ToolResult("g", hits)]),
+        Message("assistant", "", [ToolUse("o", "Read", {"file_path": "src/pkg/module_7.py"})]),
+        Message("user", "", tool_results=[ToolResult("o", "import thing")]),
+    ]
+    got = apply(messages, {"g": "drop_result"}, reduction=Reduction(0.3, 0.0))
+    assert "reproducible, re-run the call" in got.changed["g"]
+    assert "src/pkg/module_7.py" in got.changed["g"]
+
+
+def test_a_quoted_read_keeps_the_ids_its_rerun_note_would_have_listed() -> None:
+    """Its stub carries the note's extras: here the short lines holding the read's ids."""
+    body = ["    total = compute_total(values, offset)" for _ in range(600)]
+    body[450] = 'BUILD_ID = "bld-90203555"'
+    text = "\n".join(body)
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", [ToolUse("r", "Read", {"file_path": "/repo/build.py"})]),
+        Message("user", "", tool_results=[ToolResult("r", text)]),
+        Message("assistant", "I will call compute_total the same way.", []),
+        Message("user", "ok"),
+    ]
+    got = apply(messages, {"r": "drop_result"}, reduction=Reduction(0.3, 0.0))
+    out = got.changed["r"]
+    assert "reproducible" not in out
+    assert 'BUILD_ID = "bld-90203555"' in out.split("\n")
+    # Unquoted, the same read is a re-run note carrying that line.
+    messages[3] = Message("assistant", "I will call it the same way.", [])
+    note = apply(messages, {"r": "drop_result"}, reduction=Reduction(0.3, 0.0)).changed["r"]
+    assert "reproducible, re-run the call" in note
+    assert 'BUILD_ID = "bld-90203555"' in note.split("\n")

@@ -79,6 +79,17 @@ def test_message_contexts_reuse_input_user_and_distance() -> None:
     assert ctx["a"].dist == 2 and ctx["b"].dist == 1
     assert ctx["a"].user == ctx["b"].user == "now ship it"
     assert ctx["a"].reused == frozenset({"out/app_v9.bin"})
+    assert ctx["a"].quoted == frozenset({"out/app_v9.bin"}) and ctx["b"].quoted == frozenset()
+
+
+def test_a_token_of_the_calls_own_input_is_not_a_quote_of_its_output() -> None:
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", [ToolUse("a", "Read", {"file_path": "src/app/main.py"})]),
+        Message("user", "", tool_results=[ToolResult("a", "# src/app/main.py\nBUILD = 'b-77123'")]),
+        Message("assistant", "src/app/main.py holds build b-77123"),
+    ]
+    assert message_contexts(messages)["a"].quoted == frozenset({"b-77123"})
 
 
 _SAID_WORDS = ["out/app_v9.bin", "req-0042af", "v1.2.3-rc1", "xout/app_v9.bin", "out/app_v9.bin.gz"]
@@ -113,7 +124,15 @@ def test_reuse_is_a_sighting_before_the_last_mention(turns: list[tuple[list[str]
         messages.append(Message("user", "", tool_results=[ToolResult(f"c{n}", output)]))
     messages.append(Message("assistant", " ".join(s for said, _ in turns for s in said)))
     want = _reused_reference(messages)
-    assert all(c.reused == want for c in message_contexts(messages).values())
+    got = message_contexts(messages)
+    assert all(c.reused == want for c in got.values())
+    # Each reused token is a quote of the first output that showed it, and of no other.
+    first: dict[str, str] = {}
+    for m in messages:
+        for r in m.tool_results:
+            for t in toks(r.text):
+                first.setdefault(t, r.tool_use_id)
+    assert {t: rid for rid, c in got.items() for t in c.quoted} == {t: first[t] for t in want}
 
 
 def _cover_rescoring_all(cands: list[Candidate], covered: set[str], room: int) -> list[int]:
