@@ -200,8 +200,10 @@ class Settings(BaseSettings):
     held to that: an Anthropic marker with `ttl: "1h"` (whose writes the cost gate then prices
     at 2× input), OpenAI's `prompt_cache_retention: "24h"`; OpenAI's models from the GPT-5.6
     family on keep their cache 30 minutes (`prompt_cache_options.ttl`)."""
-    preserve_recent: int = Field(default=6, ge=0)
-    """The newest N messages (and message 0) are never reduced."""
+    preserve_recent: int = Field(default=4, ge=0)
+    """The newest N messages (and message 0) are never reduced: by default the last two
+    exchanges, calls and results (the reference's 6 kept three; see docs/evaluation.md,
+    "Two exchanges pinned, not three")."""
     keep_tools: StrList = ()
     """Tools whose results the rails never touch, besides `Skill`, `Task` and `Agent` (whose
     results are instructions or reports the agent cannot re-derive) and any call reading a

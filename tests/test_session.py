@@ -308,7 +308,8 @@ async def test_at_the_soft_line_old_writes_go_briefed_their_arguments_saved(
 ) -> None:
     wire = chat(24, size=2000)
     body = "\n".join(f"line {i} of the module" for i in range(300))
-    for m in wire[2::6]:
+    calling = [m for m in wire if m.get("tool_calls")]
+    for m in [*calling[::3], calling[-1]]:  # the last among the pinned newest messages
         for call in m.get("tool_calls", []):
             call["function"]["name"] = "Write"
             call["function"]["arguments"] = json.dumps({"file_path": "/repo/m.py", "content": body})

@@ -7,7 +7,9 @@ hysteresis and re-application of the stored plan — so what is measured is what
 down to the notes: unless `save_outputs` is off, every reduced original is saved (to a temporary
 folder) and its note names the saved copy as the gateway's notes do.
 Rival strategies are applied to every request once its context is past the soft line, as a
-stateless proxy or a context-editing API would.
+stateless proxy or a context-editing API would, under the rules' decisions with the reference's
+pinned tail (`strategies.PRESERVE_RECENT`, 6 messages) whatever factrail's own
+`preserve_recent`: a rival's rule does not change with factrail's settings.
 
 Per strategy and length it reports:
 - `needed`/`kept`/`rate`: uses of facts (a token a tool result introduced, written by the agent at
@@ -45,7 +47,7 @@ from factrail.core.model import Action, Message, input_json, transcript_tokens
 from factrail.core.plan import rules_actions
 from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
-from factrail.eval.strategies import clear_oldest, erase, mask, middle_out
+from factrail.eval.strategies import PRESERVE_RECENT, clear_oldest, erase, mask, middle_out
 from factrail.judges.rules import RulesJudge
 from factrail.policy.cost import Prices, Profile, prices
 from factrail.policy.trigger import soft_line
@@ -225,7 +227,6 @@ async def _simulate(
     total = meter.total(messages)
     uses = _uses_by_turn(facts(messages))
     rows: list[SimRow] = []
-    preserve = options.plan.preserve_recent
     # texts[i]: the tokens of the text of the first i messages (no result, no argument).
     texts = list(accumulate((meter.message(Message(m.role, m.text)) for m in messages), initial=0))
     for length in lengths:
@@ -279,7 +280,7 @@ async def _simulate(
                 elif s == "none" or not pressured:
                     sent = context
                 else:
-                    sent = rivals[s](context, rules_actions(context, preserve))
+                    sent = rivals[s](context, rules_actions(context, PRESERVE_RECENT))
                 run.request(sent, full, previous_full, at_stake, visibility)
             previous_full, previous_i = full, i
         compactor.close()

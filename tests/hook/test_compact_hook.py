@@ -117,7 +117,7 @@ def test_scope_and_switch() -> None:
 
 
 def test_nothing_to_reduce_hands_over_to_the_builtin_summary() -> None:
-    tiny = session(2)
+    tiny = session(1)  # its one call is among the pinned newest messages
     body = compact(tiny, usage={"tokens": 900, "window": 200_000})
     assert (body["action"], body["reason"]) == ("builtin", "below-gate")
 
