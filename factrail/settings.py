@@ -202,8 +202,9 @@ class Settings(BaseSettings):
     family on keep their cache 30 minutes (`prompt_cache_options.ttl`)."""
     preserve_recent: int = Field(default=4, ge=0)
     """The newest N messages (and message 0) are never reduced: by default the last two
-    exchanges, calls and results (the reference's 6 kept three; see docs/evaluation.md,
-    "Two exchanges pinned, not three")."""
+    exchanges, calls and results (the reference's 6 kept three); a compaction forced past the
+    danger line pins at most the last exchange (2). See docs/evaluation.md, "Two exchanges
+    pinned, not three"."""
     keep_tools: StrList = ()
     """Tools whose results the rails never touch, besides `Skill`, `Task` and `Agent` (whose
     results are instructions or reports the agent cannot re-derive) and any call reading a

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from factrail.core.formats import openai_chat
-from factrail.core.model import transcript_tokens
+from factrail.core.model import collect_tool_calls, transcript_tokens
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, step
 from factrail.stores.memory_state import MemoryStateStore
@@ -101,6 +101,54 @@ async def test_past_the_danger_line_it_always_runs() -> None:
     short_of_it = await make(int(tokens_of(wire) / 1.1)).compact("s", openai_chat.parse(wire))
     assert short_of_it.outcome == "passthrough"  # past the trigger, but it would not pay back
     assert short_of_it.decision == "waits"
+
+
+def _reduced(document: Any) -> set[str]:
+    return {
+        r.tool_use_id
+        for m in openai_chat.parse(document).messages
+        for r in m.tool_results
+        if "[factrail omitted" in r.text
+    }
+
+
+async def test_a_compaction_forced_past_the_danger_line_pins_only_the_exchange_answered() -> None:
+    """Short of the danger line the newest `preserve_recent` (4) messages are never reduced;
+    past it only the last exchange is (`FACTRAIL_PRESERVE_RECENT` above 2 pins 2 there)."""
+    wire = chat(12)
+    messages = openai_chat.parse(wire).messages
+
+    def pinned(n: int) -> set[str]:
+        return {c.tool_use_id for c in collect_tool_calls(messages, n) if c.pinned}
+
+    assert pinned(2) < pinned(4)
+    forced = await make(int(tokens_of(wire) / 1.25)).compact("s", openai_chat.parse(wire))
+    assert forced.decision == "forced"
+    reduced = _reduced(forced.document)
+    assert reduced & (pinned(4) - pinned(2))  # the exchange before the last gave way
+    assert not reduced & pinned(2)
+    paying = await make(between_the_lines(wire), "none").compact("s", openai_chat.parse(wire))
+    assert paying.decision == "pays"
+    reduced = _reduced(paying.document)
+    assert reduced and not reduced & pinned(4)
+
+
+async def test_past_the_danger_line_the_last_exchange_is_the_newest_call_and_what_follows() -> None:
+    """When the agent wrote text after its last call and the user answered, the last exchange
+    runs from that call to the end: its result stays whole."""
+    wire = [
+        *chat(12),
+        {"role": "assistant", "content": "The build fails on id 7f3a0000."},
+        {"role": "user", "content": "Go on."},
+    ]
+    messages = openai_chat.parse(wire).messages
+    newest = max(i for i, m in enumerate(messages) if m.tool_uses)
+    assert len(messages) - newest > 2
+    last = {u.tool_use_id for u in messages[newest].tool_uses}
+    forced = await make(int(tokens_of(wire) / 1.25)).compact("s", openai_chat.parse(wire))
+    assert forced.decision == "forced"
+    reduced = _reduced(forced.document)
+    assert reduced and not reduced & last
 
 
 async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from factrail.core.model import Action, Message
@@ -81,10 +81,15 @@ class JudgeRound:
         final: AbstractSet[str],
         state: SessionState,
         taint: TaintScan,
+        preserve: int | None = None,
     ) -> Judged:
         """Actions for every call of `messages` (`final`: results not to be reduced again);
-        new answers are remembered in `state`."""
-        preserve = self.options.preserve_recent
+        new answers are remembered in `state`. `preserve`: the newest messages pinned on this
+        compaction (None: `preserve_recent`)."""
+        options = self.options
+        if preserve is not None and preserve != options.preserve_recent:
+            options = replace(options, preserve_recent=preserve)
+        preserve = options.preserve_recent
         if self.judge.kind == "rules":
             return Judged(rules_actions(messages, preserve))
         verdict = decide(taint=taint, local=self.judge.local)
@@ -92,7 +97,7 @@ class JudgeRound:
             return Judged(rules_actions(messages, preserve), reason=verdict.reason)
         try:
             plan = build_plan(
-                messages, self.options, known_answers(state, self.remembers), frozenset(final)
+                messages, options, known_answers(state, self.remembers), frozenset(final)
             )
         except PlanError as err:
             return Judged(
@@ -115,7 +120,7 @@ class JudgeRound:
         judged.reason = verdict.reason if not judged.errors else "ok-rules"
         remember_answers(state, self.remembers, outcome.new_answers)
         if self.decisions is not None and plan.requests and not taint.fenced:
-            record = decision_record(session, self.judge, self.options, plan, answers, outcome)
+            record = decision_record(session, self.judge, options, plan, answers, outcome)
             self.decisions.append(record, now=self._clock())
         return judged
 
