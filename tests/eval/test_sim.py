@@ -189,3 +189,27 @@ def test_sessions_billed_above_sending_everything_are_counted() -> None:
         assert t["above"] == len(above) and t["sessions"] == 3
     assert by["none"]["1.2"]["above"] == 0
     assert by["mask"]["1.2"]["above"] == 3  # re-writing every turn: every session costs more
+
+
+def test_the_rivals_do_not_move_with_factrail_s_own_pins() -> None:
+    """A rival's rule is its own: the rivals take their decisions with the reference's pinned
+    tail whatever `preserve_recent` factrail runs with; the rails follow the setting."""
+    name, messages = corpus(3, 1)[0]
+    rivals = ("rails", "erase", "clear-oldest", "mask", "middle-out")
+    runs = {
+        pins: asyncio.run(
+            simulate(
+                name,
+                messages,
+                engine_options(outputs_route=None, preserve_recent=pins),
+                lengths=(1.2,),
+                strategies=rivals,
+            )
+        )
+        for pins in (2, 6)
+    }
+    by = {pins: {r.strategy: (r.billed, r.kept, r.compactions) for r in rows}
+          for pins, rows in runs.items()}  # fmt: skip
+    for rival in rivals[1:]:
+        assert by[2][rival] == by[6][rival]
+    assert by[2]["rails"] != by[6]["rails"]
