@@ -85,6 +85,7 @@ def message_contexts(
     """
     outs: list[tuple[int, str, str, str]] = []  # (event index, id, text, last input)
     spoken: list[tuple[int, str]] = []  # assistant texts and inputs, by event index
+    own_input: dict[str, str] = {}  # each call's own input, by tool_use_id
     user = ""
     last_input = ""
     n = 0
@@ -100,7 +101,7 @@ def message_contexts(
             spoken.append((n, m.text))
             n += 1
             for u in m.tool_uses:
-                last_input = input_json(u)
+                last_input = own_input[u.tool_use_id] = input_json(u)
                 spoken.append((n, last_input))
                 n += 1
     said = sum(len(text) for _, text in spoken)
@@ -133,7 +134,7 @@ def message_contexts(
             user=user,
             dist=total - k,
             reused=reused,
-            quoted=frozenset(t for t in by_output.get(i, ()) if t not in inp),
+            quoted=frozenset(t for t in by_output.get(i, ()) if t not in own_input.get(rid, inp)),
         )
         for k, (i, rid, _, inp) in enumerate(outs)
     }

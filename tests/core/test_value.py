@@ -92,6 +92,29 @@ def test_a_token_of_the_calls_own_input_is_not_a_quote_of_its_output() -> None:
     assert message_contexts(messages)["a"].quoted == frozenset({"b-77123"})
 
 
+def test_with_parallel_calls_each_output_is_held_to_its_own_calls_input() -> None:
+    reads = [
+        ToolUse("a", "Read", {"file_path": "src/one/alpha.py"}),
+        ToolUse("b", "Read", {"file_path": "src/two/beta.py"}),
+    ]
+    messages = [
+        Message("user", "go"),
+        Message("assistant", "", reads),
+        Message(
+            "user",
+            "",
+            tool_results=[
+                ToolResult("a", "# src/one/alpha.py\nBUILD = 'b-11111'"),
+                ToolResult("b", "# src/two/beta.py"),
+            ],
+        ),
+        Message("assistant", "src/one/alpha.py holds build b-11111"),
+    ]
+    contexts = message_contexts(messages)
+    assert contexts["a"].quoted == frozenset({"b-11111"})
+    assert contexts["b"].quoted == frozenset()
+
+
 _SAID_WORDS = ["out/app_v9.bin", "req-0042af", "v1.2.3-rc1", "xout/app_v9.bin", "out/app_v9.bin.gz"]
 _SAID = st.sampled_from(_SAID_WORDS)
 _OUTPUT = st.lists(st.sampled_from([*_SAID_WORDS, " ", "\n", "-", ".", "ok"]), max_size=12)
