@@ -25,7 +25,7 @@ from app.upstream import PoolState
 from app.usage import Usage
 from factrail import __version__
 from factrail.session import TurnResult
-from factrail.session.step import DECISIONS
+from factrail.session.gate import DECISIONS
 from factrail.stores.outputs import SweepReport
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -12,7 +12,8 @@ import pytest
 from factrail.core.formats import openai_chat
 from factrail.core.model import collect_tool_calls, transcript_tokens
 from factrail.judges.rules import RulesJudge
-from factrail.session import SessionCompactor, step
+from factrail.session import SessionCompactor, gate
+from factrail.session.turn import Asked
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.state import Observed
 from tests.options import engine_options
@@ -171,7 +172,7 @@ async def test_what_an_earlier_compaction_decided_stays_frozen(
     changes nothing the first decided (reduced or not), only what is newer, so the provider
     re-reads its cache up to the newly reduced results. (Aimed at the re-arm gap alone, so the
     first cut is shallow.)"""
-    monkeypatch.setattr(step, "HEADROOM_TURNS", 0)
+    monkeypatch.setattr(gate, "HEADROOM_TURNS", 0)
     wire = chat(40, size=1500)
     head = wire[:52]
     compactor = make(int(tokens_of(head) * 0.9), "none", rearm=1)
@@ -240,7 +241,7 @@ async def test_past_the_hard_line_newer_results_give_way_before_what_was_decided
     """Past the hard line the calls an earlier compaction decided may be re-decided, but not
     while the newer results alone bring the transcript under the line: re-deciding an old call
     would move the cache's loss back to it."""
-    monkeypatch.setattr(step, "HEADROOM_TURNS", 0)
+    monkeypatch.setattr(gate, "HEADROOM_TURNS", 0)
     head = chat(40, size=1500)[:52]
     compactor = make(int(tokens_of(head) * 0.9), "none", rearm=1)
     first = await compactor.compact("s", openai_chat.parse(head))
@@ -282,7 +283,7 @@ def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
     # Twelve old calls whose outputs a stub can cut only a little, then twelve large ones.
     wire = [*chat(24, size=700)[:26], *chat(24, size=3000)[26:]]
     compactor = make(1000, profile)
-    turn = compactor._turn("s", openai_chat.parse(wire), step.Asked("claude-x"), 0, None, True)
+    turn = compactor._turn("s", openai_chat.parse(wire), Asked("claude-x"), 0, None, True)
     turn.turns = turns
     actions = rules_actions(turn.work, 6)
     old = [u.tool_use_id for m in turn.work for u in m.tool_uses][:12]
@@ -291,7 +292,7 @@ def test_opening_what_was_decided_must_pay_back_when_neither_gets_under(
     newer = compactor._rails(turn, actions, unreachable, frozenset(old), Analysis())
     every = compactor._rails(turn, actions, unreachable, frozenset(), Analysis())
     assert newer.tokens_after > every.tokens_after  # opening the old calls would save more
-    chosen = compactor._cheaper(turn, newer, every, unreachable)
+    chosen = compactor.gate.cheaper(turn, newer, every, unreachable)
     assert chosen is (every if opened else newer)
 
 
@@ -307,7 +308,7 @@ async def test_a_compaction_whose_rails_would_save_little_does_not_happen(
     declined = await make(trigger).compact("s", openai_chat.parse(wire))
     assert declined.outcome == "passthrough" and declined.document is None
     assert declined.decision == "declined"
-    monkeypatch.setattr(SessionCompactor, "_pays_off", lambda *_: True)
+    monkeypatch.setattr(gate.CostGate, "pays_off", lambda *_: True)
     forced = await make(trigger).compact("s", openai_chat.parse(wire))
     assert forced.outcome == "compacted"
     assert forced.tokens_before - forced.tokens_after < forced.invalidated_tokens / 10
@@ -332,7 +333,7 @@ async def test_past_the_danger_line_a_compaction_that_cannot_get_under_it_must_p
     tight = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size / 0.95))
     assert tight.outcome == "compacted" and tight.decision == "forced"
     assert tight.tokens_after > tight.tokens_before * 0.85  # still past where danger was
-    monkeypatch.setattr(SessionCompactor, "_relieves", lambda *_: True)
+    monkeypatch.setattr(gate.CostGate, "relieves", lambda *_: True)
     forced = await make(trigger).compact("s", openai_chat.parse(wire), window=int(size * 1.2))
     assert forced.outcome == "compacted"
 
@@ -350,13 +351,13 @@ async def test_each_due_turn_is_counted_by_the_gate_s_decision() -> None:
             "factrail_compaction_decisions_total", {"decision": decision}
         )
 
-    assert {d: count(d) for d in step.DECISIONS} == dict.fromkeys(step.DECISIONS, 0.0)
+    assert {d: count(d) for d in gate.DECISIONS} == dict.fromkeys(gate.DECISIONS, 0.0)
     below = await make(tokens_of(wire) * 2).compact("s", openai_chat.parse(wire))
     waits = await make(between_the_lines(wire)).compact("s", openai_chat.parse(wire))
     for result in (below, waits):
         metrics.record_turn(result, 0.0)
     assert below.decision is None
-    assert count("waits") == 1 and sum(count(d) or 0 for d in step.DECISIONS) == 1
+    assert count("waits") == 1 and sum(count(d) or 0 for d in gate.DECISIONS) == 1
 
 
 async def test_the_one_hour_cache_a_client_asks_for_goes_cold_later_and_costs_more_to_break() -> (
@@ -448,7 +449,7 @@ async def test_even_where_a_cache_miss_is_cheap_a_compaction_leaves_room_for_24_
     40-call session at 90k went from 1.031 of direct to 0.981)."""
     wire = chat(60)
     deep = await cold_compaction(wire, "gpt-4o")
-    monkeypatch.setattr(step, "HEADROOM_TURNS", 12)
+    monkeypatch.setattr(gate, "HEADROOM_TURNS", 12)
     assert deep < await cold_compaction(wire, "gpt-4o")
 
 

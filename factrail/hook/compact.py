@@ -44,6 +44,7 @@ from factrail.policy.decide import decide
 from factrail.policy.provenance import Evidence, continued
 from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
 from factrail.session import SessionCompactor, Turn, TurnResult
+from factrail.session.gate import CostGate
 from factrail.settings import Settings
 from factrail.stores import open_state_store, state_url
 from factrail.stores.decisions import DecisionLog
@@ -56,12 +57,18 @@ CAUSE_WARM = "cache-warm"
 """`session.cause` of a compaction the plugin's cache-warm nudge started."""
 
 
-class ForcedCompactor(SessionCompactor):
-    """The session step, for a compaction the client asked for: past the soft line it runs
-    whatever it costs (the built-in summary is the alternative, and breaks the cache too)."""
+class ForcedGate(CostGate):
+    """The cost gate of a compaction the client asked for: past the soft line it runs whatever
+    it costs (the built-in summary is the alternative, and breaks the cache too)."""
 
-    def _must(self, turn: Turn) -> bool:
+    def must(self, turn: Turn) -> bool:
         return True
+
+
+class ForcedCompactor(SessionCompactor):
+    """The session step, for a compaction the client asked for (`ForcedGate`)."""
+
+    gate_type = ForcedGate
 
 
 @dataclass(frozen=True, slots=True)

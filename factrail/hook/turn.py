@@ -3,10 +3,10 @@
 The lines are the gateway's: due past the soft line (5/6 of T) once the session has grown by the
 re-arm gap since its last compaction (`baseline`). Whether a due compaction is worth the prompt
 cache it breaks is decided where the transcript is, by `factrail hook compact` (the session
-step's own `_must`/`_pays`): this answer only says it is due. While it is due the nudge is armed
-too: if the session then sits idle until just before the provider's cache expires, the plugin
-compacts (or, with `cacheWarm: notify`, suggests `/compact`), because the next request will find
-the cache cold and a compaction then costs nothing extra.
+step's cost gate, `factrail.session.gate`): this answer only says it is due. While it is due
+the nudge is armed too: if the session then sits idle until just before the provider's cache
+expires, the plugin compacts (or, with `cacheWarm: notify`, suggests `/compact`), because the
+next request will find the cache cold and a compaction then costs nothing extra.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Read top to bottom, a turn: load the session's state and re-apply its stored plan; count tokens
 (calibrated); scan the fence (every request: taint is sticky); stop unless the soft line is
-crossed past the re-arm gap; ask the judge (rules on any failure); apply the fact rails; save
-the full outputs before anything is returned; persist the new plan.
+crossed past the re-arm gap; ask the cost gate whether it compacts now (`gate`: when, and how
+deep); ask the judge (rules on any failure); apply the fact rails; save the full outputs before
+anything is returned; persist the new plan.
 """
 
 from __future__ import annotations
@@ -31,19 +32,20 @@ from factrail.core.model import (
     result_texts,
     transcript_tokens,
 )
-from factrail.core.pressure import pressure
 from factrail.core.rails import LAST_RESORT_TIER
 from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
-from factrail.policy.cost import Prices, cold, lifetime, pays, prices, profile_for
+from factrail.policy.cost import Prices, prices, profile_for
 from factrail.policy.provenance import Evidence
 from factrail.policy.taint import TaintScan, command_refs, merge_taint, taint_write, tool_refs
-from factrail.policy.trigger import DueReason, due, soft_line
+from factrail.policy.trigger import due
 from factrail.session.analyses import Analyses, Observe, collector_paused
+from factrail.session.gate import CostGate, Decision, Gate, past
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
 from factrail.session.saving import OutputWriter, Saved
+from factrail.session.turn import Asked, Turn
 from factrail.session.zone import (
     MARK_SHARE,
     first_changed,
@@ -57,36 +59,9 @@ from factrail.stores.state import MAX_HISTORY, NOTHING, Observed, SessionState, 
 log = logging.getLogger("factrail.session")
 
 Outcome = Literal["passthrough", "reapplied", "compacted"]
-Decision = Literal["pays", "forced", "cold", "waits", "declined"]
-DECISIONS: tuple[Decision, ...] = ("pays", "forced", "cold", "waits", "declined")
-"""What the cost gate made of a due turn: it compacted because that pays back, because it was
-past the danger line, or because the cache was cold; it `waits` (the estimate would not pay
-back); or the rails ran and it was `declined` (what they would remove would not pay back, or
-would not relieve the danger line)."""
 TOUCH_S = 15.0
 """A turn that changes nothing saves the session only to say it was seen (its cache is warm),
 and only when the last save is older than this: at most this much early on a cold cache."""
-REDUCIBLE_SHARE = 0.8
-"""About how much of the results it may reduce a compaction removes (for the estimate of
-what a compaction would save before it runs)."""
-MAX_HISTORY_RESULTS = 200
-HEADROOM_TURNS = 24
-"""A compaction leaves room for at least this many turns of the session's growth (when that
-is more than the re-arm gap; more where a cache write costs more reads, `_room_turns`): fewer,
-deeper compactions, each paying back sooner. (Measured on the dev corpus at Anthropic's 0.1
-and 1.25, room for 12 / 18 / 24 / 30 / 45 turns billed 0.893 / 0.878 / 0.858 / 0.858 / 0.855
-of sending everything at 0.8 windows: the rails reach their deepest by about 24. At GPT-4o's
-0.5, 24 billed 0.704 / 0.626 / 0.572 / 0.526 against twelve's 0.724 / 0.646 / 0.588 / 0.530.)"""
-FORCED_PRESERVE = 2
-"""The newest messages a compaction forced past the danger line pins, when `preserve_recent`
-pins more: the last exchange, from the newest call on (more messages when the transcript goes
-on past it with text). It must last, and the results of the turns before are often the largest
-left (dev corpus, at 1 / 1.2 / 1.5 windows: 0.777 / 0.755 / 0.717
-of sending everything billed with 4 pinned, 0.772 / 0.748 / 0.701 with 2, facts 0.9805 / 0.9702
-/ 0.9512 → 0.9802 / 0.9719 / 0.9502; no forced compaction at 0.8 windows)."""
-ROOM_PER_REWRITE = 2.0
-"""Turns of room a compaction leaves per turn of cache reads that re-writing a token costs,
-where that is more than `HEADROOM_TURNS` (a model that reads at 0.05: 48)."""
 LEASE_MS = 60_000
 """How long a session's lease holds if its holder dies mid-turn (a turn is bounded by the
 judge's deadline, well below this)."""
@@ -95,6 +70,7 @@ LEASE_WAIT_S = 15.0
 LEASE_POLL_S = 0.05
 Aliases = list[tuple[str, "SessionState | None", bool]]
 """The client's own session keys: each with its state and whether the store answered."""
+MAX_HISTORY_RESULTS = 200
 """At most this many reduced results are described per compaction in the session's history."""
 
 
@@ -152,89 +128,12 @@ class TurnResult:
     work on the preparation thread and returns at once."""
 
 
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """What a request asks of its model: which one, and the context window and prompt-cache
-    lifetime it says it wants (None: it does not say)."""
-
-    model: str
-    window: int | None = None
-    cache_ttl_s: float | None = None
-    last: bool = False
-    """The request asks the provider to summarize the transcript (Anthropic's `compaction`, a
-    Responses `compaction_trigger`): no turn follows on it, so no compaction pays back, and the
-    summary is made from what is sent."""
-
-
-@dataclass(frozen=True, slots=True)
-class Gate:
-    """What the gate made of a due turn (`pays`, `forced`, `cold` or `waits`)."""
-
-    decision: Decision
-    invalidated: float | None = None
-    """For `pays`: the estimated tokens it re-bills, which what the rails remove must pay back.
-    (`forced`: it runs if it gets the request back under the danger line, `_relieves`.)"""
-
-    @property
-    def go(self) -> bool:
-        """Whether the rails run."""
-        return self.decision != "waits"
-
-
-@dataclass(slots=True)
-class Turn:
-    """One request's transcript as the step sees it, once the stored plan is re-applied."""
-
-    session: str
-    doc: Document
-    state: SessionState
-    work: list[Message]
-    """The transcript with earlier reductions re-applied (what is sent unless it compacts),
-    from the first message the provider reads (`Document.live`)."""
-    head: list[Message]
-    """The messages before those, which the provider's own compaction replaced: sent as the
-    client sent them (re-applied), never counted, reduced or judged."""
-    reapplied: set[str]
-    trigger: int
-    ratio: float
-    """The session's calibration: upstream prompt tokens over our estimate."""
-    estimated: int
-    """Uncalibrated estimate of `work` plus the tokens outside the transcript."""
-    extra: int
-    """Tokens outside the transcript (system prompt, tool schemas)."""
-    taint: TaintScan
-    prices: Prices
-    """What the request's model bills (the configured profile, the cache the client asked for)."""
-    turns: int = 1
-    """Assistant turns so far (at least 1): the session's age, for its growth rate and its
-    expected remaining length."""
-    answered: bool = True
-    """Whether the state store answered for this session (False: it failed, or its record
-    could not be read)."""
-    asked: Asked = Asked("")
-    """What the request asks of its model (which one, its window, its cache)."""
-    window: int | None = None
-    """The model's context window (None: unknown)."""
-    line: DueReason = "below-soft-line"
-    """The line this turn crossed."""
-    verbatim: frozenset[str] | None = None
-    """The calls the rails never touch (`SessionCompactor._verbatim`: found once, when a due
-    turn first needs them)."""
-    calls_kept: frozenset[str] = frozenset()
-    """Calls the judge said matter with their arguments (`Judged.calls_kept`)."""
-
-    @property
-    def tokens(self) -> int:
-        """The calibrated size of what would be sent."""
-        return math.ceil(self.estimated * self.ratio)
-
-    def emit(self, work: Sequence[Message]) -> Any:
-        """The wire document with `work` in place of the transcript the provider reads."""
-        return self.doc.emit([*self.head, *work])
-
-
 class SessionCompactor:
     """Compacts one request's transcript for its session; the same object serves every request."""
+
+    gate_type: type[CostGate] = CostGate
+    """The cost gate it asks (a compaction the client asked for has its own, which always
+    runs)."""
 
     def __init__(
         self,
@@ -268,6 +167,8 @@ class SessionCompactor:
         )
         self._clock = clock
         self._tokens = TokenCache()
+        self.gate = self.gate_type(options, self.transcript_tokens, self._tokens)
+        """When a due turn compacts, and how deep."""
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         """One lock per session in flight: two concurrent turns of a session never interleave
         their plans (the second re-applies what the first stored)."""
@@ -412,7 +313,7 @@ class SessionCompactor:
         lines = self.options.trigger.lines(turn.trigger, turn.state.baseline_tokens)
         is_due, turn.line = due(turn.tokens, lines)
         if turn.trigger > 0 and is_due:
-            gate = self._gate(turn, idle)
+            gate = self.gate.decide(turn, idle, self._verbatim(turn) | self._frozen(turn))
             result.decision = gate.decision
             if gate.go:
                 compacted = await self._compact(turn, result, gate)
@@ -442,74 +343,9 @@ class SessionCompactor:
             return None
         return max(0.0, self._clock() - state.updated_ms / 1000)
 
-    def _must(self, turn: Turn) -> bool:
-        """Past the danger line (halfway from the trigger to the model's window, never past
-        twice the trigger nor where the request would stop fitting the window) a compaction
-        runs whatever it costs. Between the soft line and there, it must pay back the cache it
-        breaks: a session that ends soon after a compaction at the trigger paid for nothing."""
-        return turn.tokens >= self.options.trigger.danger(
-            turn.asked.model, turn.trigger, turn.window
-        )
-
-    def _gate(self, turn: Turn, idle: float | None) -> Gate:
-        """Whether a due turn compacts, and what its rails must then achieve. Free once the
-        cache is cold; past the danger line it must get the request back under that line (see
-        `_relieves`). Short of those, an estimate of the tokens it would invalidate (from the
-        first result it could reduce) against those it would stop resending must pay back over
-        the session's expected remaining turns (as many as the transcript has had, times
-        `payback_horizon`: a long session is likely to go on), and so must what the rails then
-        actually remove. A transcript the provider is asked to summarize has no turn left:
-        it goes whole unless it must not (the summary keeps what it is shown)."""
-        if turn.asked.last and not self._must(turn):
-            return Gate("waits")
-        if cold(idle, lifetime(self.options.cache_ttl_s, turn.asked.cache_ttl_s)):
-            return Gate("cold")
-        if self._must(turn):
-            return Gate("forced")
-        estimate = self._estimate(turn)
-        if estimate is None or not self._pays(turn, *estimate):
-            return Gate("waits")
-        return Gate("pays", invalidated=estimate[0])
-
-    def _rebilled(self, turn: Turn, messages: Sequence[Message], first: int) -> float:
-        """The calibrated tokens a change from message `first` re-bills: everything after it,
-        and, where the provider read only part of the unchanged prefix on the session's last
-        compaction (a cache kept only at breakpoints, none of which could go at the end of the
-        frozen zone), the same share of the prefix before it."""
-        tokens = float(self.transcript_tokens(messages[first:]))
-        reach = turn.state.reach
-        if reach is not None and reach < 1:
-            tokens += (1 - reach) * (self.transcript_tokens(messages[:first]) + turn.extra)
-        return tokens * turn.ratio
-
-    def _pays(self, turn: Turn, invalidated: float, saved: float) -> bool:
-        """Whether saving `saved` tokens on every remaining turn pays back re-billing
-        `invalidated` once, under the provider's prices."""
-        remaining = turn.turns * self.options.payback_horizon
-        return pays(invalidated, saved, remaining, turn.prices, turn.tokens)
-
     def _prices(self, asked: Asked) -> Prices:
         profile = profile_for(self.options.price_profile, asked.model)
         return prices(profile, asked.model, asked.cache_ttl_s, self.options.model_prices)
-
-    def _estimate(self, turn: Turn) -> tuple[float, float] | None:
-        """The tokens a compaction would invalidate (from the first result it could reduce) and
-        those it would stop resending (what the rails remove to reach their aim, at most a share
-        of the open results), calibrated; None when no result is open."""
-        opts = self.options
-        calls = collect_tool_calls(turn.work, opts.plan.preserve_recent)
-        closed = self._verbatim(turn).union(self._frozen(turn))
-        open_ = [
-            c for c in calls if not c.pinned and c.result_chars and c.tool_use_id not in closed
-        ]
-        if not open_:
-            return None
-        first = min(min(c.call_index, c.result_index) for c in open_)
-        invalidated = self._rebilled(turn, turn.work, first)
-        results = result_texts(turn.work)
-        reducible = sum(self._tokens(results[c.tool_use_id]) for c in open_) * turn.ratio
-        saved = min(REDUCIBLE_SHARE * reducible, max(turn.tokens - self._aim(turn), 0.0))
-        return invalidated, saved
 
     def _load(
         self, session: str, aliases: Sequence[str]
@@ -594,7 +430,7 @@ class SessionCompactor:
     async def _compact(self, turn: Turn, result: TurnResult, gate: Gate) -> TurnResult | None:
         """Judge, run the rails, save, persist; None (it does not happen) when what the rails
         actually do falls short of what `gate` allowed the compaction for."""
-        preserve = self._pinned(turn, gate)
+        preserve = self.gate.pinned(turn, gate)
         judged = await self.judging.run(
             turn.session, turn.work, turn.reapplied, turn.state, turn.taint, preserve
         )
@@ -609,10 +445,10 @@ class SessionCompactor:
         for tool_use_id in self._verbatim(turn):
             actions[tool_use_id] = "keep"
         originals = result_texts(turn.doc.messages)
-        applied = await asyncio.to_thread(self._apply, turn, actions, self._reduction(turn))
-        if gate.invalidated is not None and not self._pays_off(turn, applied, gate.invalidated):
+        applied = await asyncio.to_thread(self._apply, turn, actions, self.gate.reduction(turn))
+        if gate.invalidated is not None and not self.gate.pays_off(turn, applied, gate.invalidated):
             return None
-        if gate.decision == "forced" and not self._relieves(turn, applied):
+        if gate.decision == "forced" and not self.gate.relieves(turn, applied):
             return None
         saved = await asyncio.to_thread(self._save, turn, applied, originals)
         sent_texts = result_texts(applied.messages)
@@ -711,44 +547,8 @@ class SessionCompactor:
             "window": turn.window,
         }
 
-    def _reduction(self, turn: Turn) -> Reduction:
-        """Aim the re-arm gap under the soft line, so that a compaction frees room before the
-        next one is due; evict only while past the trigger; past where the request would stop
-        fitting the model's window (when known) rescue, down to the danger line (all in
-        uncalibrated tokens)."""
-        trigger = turn.trigger / turn.ratio
-        aim = self._aim(turn) / turn.ratio
-        floor = self._aim(turn, headroom=False) / turn.ratio
-        estimated, transcript = turn.estimated, turn.estimated - turn.extra
-        policy = self.options.trigger
-        fit = rescue = None
-        if (fitting := policy.fit(turn.asked.model, turn.window)) is not None:
-            fit = fitting / turn.ratio
-            rescue = policy.danger(turn.asked.model, turn.trigger, turn.window) / turn.ratio
-        return pressure(
-            estimated, transcript, aim=aim, hard=trigger, evict_to=floor, fit=fit, rescue_to=rescue
-        )
-
-    def _aim(self, turn: Turn, *, headroom: bool = True) -> float:
-        """Where a compaction aims (calibrated tokens): under the soft line by the re-arm gap,
-        or (`headroom`) by the room the session grows into over `_room_turns` turns at its
-        observed rate when that is more, so the next compaction is that many turns away."""
-        room: float = self.options.trigger.gap(turn.trigger)
-        if headroom:
-            room = max(room, self._room_turns(turn) * turn.tokens / turn.turns)
-        return max(soft_line(turn.trigger) - room, 0.0)
-
-    def _room_turns(self, turn: Turn) -> float:
-        """How many turns of growth a compaction leaves room for: `ROOM_PER_REWRITE` times as
-        many as the turns of cache reads that re-writing a token costs (Anthropic's one-hour
-        cache: 38; a model that reads at 0.05: 48), and at least `HEADROOM_TURNS` (that floor
-        holds at Anthropic's 0.1 and 1.25, where the product is 23, and at GPT-4o's 0.5, 2),
-        so each dearer compaction goes deeper and comes that much less often."""
-        price = turn.prices
-        return max(HEADROOM_TURNS, ROOM_PER_REWRITE * (price.write - price.cached) / price.cached)
-
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
-        """Run the rails (past the hard line, on the newer results first; see `_cheaper`)."""
+        """Run the rails (past the hard line on the newer results first: `CostGate.cheaper`)."""
         analysis = self.analyses.take(turn.session)
         verbatim = self._verbatim(turn)
         with collector_paused():
@@ -756,41 +556,16 @@ class SessionCompactor:
             if turn.line == "hard-line" and turn.state.settled:
                 settled = frozenset(turn.reapplied).union(turn.state.settled, verbatim)
                 applied = self._rails(turn, actions, reduction, settled, analysis)
-                if applied.tier >= LAST_RESORT_TIER or _past(applied, reduction.hard):
+                if applied.tier >= LAST_RESORT_TIER or past(applied, reduction.hard):
                     opened = self._rails(
                         turn, actions, reduction, self._frozen(turn) | verbatim, analysis
                     )
-                    applied = self._cheaper(turn, applied, opened, reduction)
+                    applied = self.gate.cheaper(turn, applied, opened, reduction)
             if applied is None:
                 final = self._frozen(turn) | verbatim
                 applied = self._rails(turn, actions, reduction, final, analysis)
         self.analyses.keep(turn.session, analysis)
         return applied
-
-    def _pays_off(self, turn: Turn, applied: Applied, invalidated: float) -> bool:
-        """Whether what the rails actually remove pays back the invalidation the gate estimated
-        (the gate's saving is an estimate: results too small to cut, or kept by the judge, can
-        leave a compaction that re-bills a whole transcript to save a few tokens a turn)."""
-        removed = (applied.tokens_before - applied.tokens_after) * turn.ratio
-        return self._pays(turn, invalidated, removed)
-
-    def _relieves(self, turn: Turn, applied: Applied) -> bool:
-        """Whether a compaction forced past the danger line is worth its cost: it gets the
-        request back under that line, or the request would otherwise not fit the model's window
-        (or that is unknown); else (the bulk is in what the rails keep: recent results, verbatim
-        calls, what the agent wrote) a partial one that re-bills everything after its first
-        change to trim a little must pay that back like any other."""
-        policy = self.options.trigger
-        fit = policy.fit(turn.asked.model, turn.window)
-        after = (applied.tokens_after + turn.extra) * turn.ratio
-        if fit is None or turn.tokens >= fit:
-            return True
-        if after < policy.danger(turn.asked.model, turn.trigger, turn.window):
-            return True
-        first = first_changed(applied.messages, result_texts(turn.work), applied.briefed)
-        if first is None:
-            return True  # nothing changed: nothing re-billed
-        return self._pays_off(turn, applied, self._rebilled(turn, applied.messages, first))
 
     def _save(self, turn: Turn, applied: Applied, originals: Mapping[str, str]) -> Saved:
         """Save every newly reduced original (and briefed argument) before the request leaves."""
@@ -811,25 +586,6 @@ class SessionCompactor:
                 del applied.briefed[tool_use_id]
         self.writer.expire(self._clock())
         return saved
-
-    def _cheaper(
-        self, turn: Turn, newer: Applied, opened: Applied, reduction: Reduction
-    ) -> Applied:
-        """Past the hard line what earlier compactions decided may give way (`opened`), but
-        re-deciding an old call moves the first change, and the cache's loss, back to it. When
-        the rails on the newer results alone (`newer`) could not get under the line without
-        evicting, opening the old calls wins if it gets under, or if what it saves pays back
-        what it re-bills."""
-        if not _past(opened, reduction.hard):
-            return opened
-        before = result_texts(turn.work)
-        first_new = first_changed(newer.messages, before, newer.briefed)
-        first_all = first_changed(opened.messages, before, opened.briefed)
-        if first_new is None or first_all is None or first_all >= first_new:
-            return opened
-        invalidated = self.transcript_tokens(opened.messages[first_all:first_new]) * turn.ratio
-        saved = (newer.tokens_after - opened.tokens_after) * turn.ratio
-        return opened if self._pays(turn, invalidated, saved) else newer
 
     def _rails(
         self,
@@ -876,17 +632,6 @@ class SessionCompactor:
             end = stable_head(messages, self.options.keep_tools)
         return None if end is None else end + len(turn.head)
 
-    def _pinned(self, turn: Turn, gate: Gate) -> int:
-        """The newest messages this compaction never reduces: `preserve_recent`; past the
-        danger line only the last exchange (`FORCED_PRESERVE`, or from the newest call on)."""
-        preserve = self.options.plan.preserve_recent
-        if gate.decision != "forced":
-            return preserve
-        work = turn.work
-        newest_call = next((i for i in range(len(work) - 1, -1, -1) if work[i].tool_uses), None)
-        last_exchange = FORCED_PRESERVE if newest_call is None else len(work) - newest_call
-        return min(preserve, max(FORCED_PRESERVE, last_exchange))
-
     def _settle(self, turn: Turn, preserve: int) -> None:
         """Remember every call this compaction decided (all but the pinned ones)."""
         present = {c.tool_use_id for c in collect_tool_calls(turn.work, preserve) if not c.pinned}
@@ -930,11 +675,6 @@ class SessionCompactor:
                 self.state.save(key, state)
             except Exception:  # losing the state costs cache hits, never this request
                 log.warning("could not save a session's state", exc_info=True)
-
-
-def _past(applied: Applied, hard: float) -> bool:
-    """Whether the rails left the transcript past the hard line (`hard`: the share to remove)."""
-    return hard > 0 and applied.tokens_after > applied.tokens_before * (1 - hard)
 
 
 def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -> PlanEntry | None:
