@@ -38,9 +38,10 @@ from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.cost import Prices, prices, profile_for
 from factrail.policy.provenance import Evidence
-from factrail.policy.taint import TaintScan, command_refs, merge_taint, taint_write, tool_refs
+from factrail.policy.taint import TaintScan
 from factrail.policy.trigger import due
 from factrail.session.analyses import Analyses, Observe, collector_paused
+from factrail.session.fencing import Aliases, fence_turn
 from factrail.session.gate import CostGate, Decision, Gate, past
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
@@ -68,8 +69,6 @@ judge's deadline, well below this)."""
 LEASE_WAIT_S = 15.0
 """How long a turn waits for the same session's turn elsewhere before going on read-only."""
 LEASE_POLL_S = 0.05
-Aliases = list[tuple[str, "SessionState | None", bool]]
-"""The client's own session keys: each with its state and whether the store answered."""
 MAX_HISTORY_RESULTS = 200
 """At most this many reduced results are described per compaction in the session's history."""
 
@@ -301,7 +300,7 @@ class SessionCompactor:
             mark=turn.state.mark,
             prices=turn.prices,
         )
-        writes = self._fence(turn, evidence, aliases)
+        writes = fence_turn(turn, evidence, aliases, self.options.fence, int(self._clock() * 1000))
         tainted_now = bool(writes) and writes[-1][0] == session
         result.fenced = tainted_now and not self.judge.local and self.judge.kind != "rules"
         if not writable:
@@ -384,48 +383,6 @@ class SessionCompactor:
             answered=answered,
             asked=asked,
         )
-
-    def _fence(
-        self, turn: Turn, evidence: Evidence, aliases: Aliases
-    ) -> list[tuple[str, SessionState]]:
-        """Scan the fence on every request, not only at compaction: a fenced call seen once
-        taints the session for good, under its key and under the client's own session id,
-        even after the client's compaction drops the call. A session is judged as if tainted
-        whenever it cannot be proven clean: the store failed, or the transcript continues one
-        not seen from its start. Returns the records to write: the aliases', then the session's
-        own last when this turn tainted it."""
-        whole = [*turn.head, *turn.work]  # a call the provider summarized still taints
-        scanned = tool_refs(whole) if evidence.refs is None else command_refs(whole)
-        refs = [*(evidence.refs or ()), *scanned]
-        scan = self.options.fence.scan(refs)
-        origin = "continued" if evidence.continued else "start"
-        merged = merge_taint(turn.state.taint, scan)
-        for _, alias, _ in aliases:
-            merged = merge_taint(alias.taint if alias is not None else None, merged)
-        if turn.state.origin is None:
-            turn.state.origin = origin
-        seen_whole = turn.state.origin == "start" or any(
-            alias is not None and alias.origin == "start" for _, alias, _ in aliases
-        )
-        unproven = None
-        if not (turn.answered and all(ok for _, _, ok in aliases)):
-            unproven = "the state store did not answer"
-        elif evidence.continued and not seen_whole:
-            unproven = evidence.continued
-        turn.taint = merged if merged.tainted else replace(merged, unproven=unproven)
-        now_ms = int(self._clock() * 1000)
-        writes: list[tuple[str, SessionState]] = []
-        for key, alias, ok in aliases:
-            record = taint_write(alias.taint if alias is not None else None, merged, now_ms)
-            if ok and (alias is None or record is not None):
-                kept = alias or SessionState(plan={}, origin=origin)
-                kept.taint = record or kept.taint
-                writes.append((key, kept))
-        record = taint_write(turn.state.taint, merged, now_ms)
-        if record is not None:
-            turn.state.taint = record
-            writes.append((turn.session, turn.state))
-        return writes
 
     async def _compact(self, turn: Turn, result: TurnResult, gate: Gate) -> TurnResult | None:
         """Judge, run the rails, save, persist; None (it does not happen) when what the rails
