@@ -175,10 +175,10 @@ class Settings(BaseSettings):
     had: a compaction short of the danger line runs only when what it removes, on that many
     turns, pays back the cache it breaks. Lower bets less: a session that ends soon after a
     compaction paid for it and saved little. Replaying 48 real sessions under Anthropic's
-    rules (`bench/anthropic_replay.py`): 0.5 bills 0.723 of direct with 3 sessions above
-    direct; 1 (the default) 0.721, 7 of 48 above; 2, 0.723, 16 above. On the dev corpus's
-    simulation, where the danger line is closer, 0.5 bills 0.948 of sending everything at 0.8
-    windows against 1's 0.893."""
+    rules (`bench/anthropic_replay.py`): 0.5 bills 0.682 of direct with 4 sessions above
+    direct; 1 (the default) 0.676, 8 of 48 above; 2, 0.676, 17 above. On the dev corpus's
+    simulation 0.5 bills 0.873 of sending everything at 0.8 windows against 1's 0.845, and
+    keeps 0.994 of the facts against 0.991 (`docs/evaluation.md`, "The gate's bet")."""
     model_prices: PriceMap = Field(default_factory=dict)
     """JSON object, model-name prefix → its input prices relative to an uncached input token,
     over the built-in tables of both profiles (longest prefix wins; a prefix never splits a
