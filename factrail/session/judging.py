@@ -74,6 +74,12 @@ class JudgeRound:
         """The judge's model and prompt version: answers from another are not reused."""
         return f"{self.judge.model}|{PROMPT_VERSION}"
 
+    def _pinning(self, preserve: int | None) -> CompactOptions:
+        """The plan options with `preserve` newest messages pinned (None: as configured)."""
+        if preserve is None or preserve == self.options.preserve_recent:
+            return self.options
+        return replace(self.options, preserve_recent=preserve)
+
     async def run(
         self,
         session: str,
@@ -86,9 +92,7 @@ class JudgeRound:
         """Actions for every call of `messages` (`final`: results not to be reduced again);
         new answers are remembered in `state`. `preserve`: the newest messages pinned on this
         compaction (None: `preserve_recent`)."""
-        options = self.options
-        if preserve is not None and preserve != options.preserve_recent:
-            options = replace(options, preserve_recent=preserve)
+        options = self._pinning(preserve)
         preserve = options.preserve_recent
         if self.judge.kind == "rules":
             return Judged(rules_actions(messages, preserve))
