@@ -43,6 +43,10 @@ class Analysis:
     """A result's or a render's fact tokens."""
     notes: dict[tuple[str, str], str] = field(default_factory=dict)
     """`(text, tool_use_id)` → the re-run note."""
+    files: dict[str, str] = field(default_factory=dict)
+    """A read's `files:` line (`readnotes.files_line`; `` when it names none)."""
+    extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """What a read's re-run note carries after its mark (`readnotes.read_extras`)."""
 
     def retain(self, texts: Iterable[str]) -> None:
         """Forget what was learnt about texts outside `texts` (the live results and renders),
@@ -54,6 +58,8 @@ class Analysis:
         self.middles = {k: v for k, v in self.middles.items() if k[0] in live}
         self.facts = {k: v for k, v in self.facts.items() if k in live}
         self.notes = {k: v for k, v in self.notes.items() if k[0] in live}
+        self.files = {k: v for k, v in self.files.items() if k in live}
+        self.extras = {k: v for k, v in self.extras.items() if k in live}
         if len(self.score) > MAX_MEMO_ENTRIES:
             self.score = FactScores()
         if len(self.tokens) > MAX_MEMO_ENTRIES:

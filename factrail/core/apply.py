@@ -34,6 +34,7 @@ from factrail.core.model import Action, Message, ToolResult, ToolUse, input_json
 from factrail.core.rails import (
     FACT_HEAD_CHARS,
     LAST_RESORT_TIER,
+    RERUN_KEEP_CHARS,
     TIERS,
     Stub,
     evicted,
@@ -43,7 +44,7 @@ from factrail.core.rails import (
     stub_layout,
     with_read_extras,
 )
-from factrail.core.readnotes import files_line
+from factrail.core.readnotes import files_line, read_extras
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 from factrail.core.value import (
@@ -252,14 +253,30 @@ class _Engine:
         quoted = self.contexts[tool_use_id].quoted
         if not quoted:
             return False
-        named = files_line(text)
+        named = self.files_line(text)
         return any(t not in named for t in quoted)
+
+    def files_line(self, text: str) -> str:
+        """`files_line(text)`, memoised by text."""
+        found = self.memo.files.get(text)
+        if found is None:
+            found = self.memo.files[text] = files_line(text)
+        return found
+
+    def read_extras(self, text: str) -> tuple[str, ...]:
+        """`read_extras(text)`, memoised by text (a quoted read's stub carries them on every
+        render)."""
+        found = self.memo.extras.get(text)
+        if found is None:
+            found = self.memo.extras[text] = tuple(read_extras(text, self.files_line(text)))
+        return found
 
     def note(self, text: str, tool_use_id: str) -> str:
         key = (text, tool_use_id)
         out = self.memo.notes.get(key)
         if out is None:
-            out = self.memo.notes[key] = rerun_note(text, tool_use_id)
+            extras = self.read_extras(text) if len(text) > RERUN_KEEP_CHARS else ()
+            out = self.memo.notes[key] = rerun_note(text, tool_use_id, extras)
         return out
 
     def layout(self, text: str, is_error: bool, kind: int) -> Stub | None:
@@ -292,7 +309,7 @@ class _Engine:
 
     def stub_text(self, slot: _Slot, stub: Stub, lines: list[str]) -> str:
         if slot.quoted_read:
-            lines = with_read_extras(slot.text, lines)
+            lines = with_read_extras(slot.text, lines, self.read_extras(slot.text))
         return render_stub(
             slot.text, stub, lines, is_error=slot.is_error, tool_use_id=slot.tool_use_id
         )

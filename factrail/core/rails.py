@@ -54,21 +54,25 @@ Select = Callable[[str, int], list[str]]
 """Chooses a stub's fact lines from its middle under a char budget."""
 
 
-def rerun_note(text: str, tool_use_id: str) -> str:
+def rerun_note(text: str, tool_use_id: str, extras: Sequence[str] | None = None) -> str:
     """The note that replaces a reproducible read (short reads stay as they are).
 
     It keeps, on lines after the mark, the files a search named or the ids a read held
-    (`factrail.core.readnotes`).
+    (`factrail.core.readnotes`; `extras`: its `read_extras`, when already found).
     """
     if len(text) <= RERUN_KEEP_CHARS:
         return text
-    return "\n".join([note(len(text), RERUN_DETAIL, tool_use_id), *read_extras(text)])
+    if extras is None:
+        extras = read_extras(text)
+    return "\n".join([note(len(text), RERUN_DETAIL, tool_use_id), *extras])
 
 
-def with_read_extras(text: str, lines: list[str]) -> list[str]:
+def with_read_extras(text: str, lines: list[str], extras: Sequence[str] | None = None) -> list[str]:
     """A quoted read's stub lines: its fact lines, then what its re-run note would have
-    carried (`read_extras`) that they do not already hold."""
-    return lines + [x for x in read_extras(text) if x not in lines]
+    carried (`read_extras`, or `extras` when already found) that they do not already hold."""
+    if extras is None:
+        extras = read_extras(text)
+    return lines + [x for x in extras if x not in lines]
 
 
 @dataclass(frozen=True, slots=True)

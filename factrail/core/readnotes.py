@@ -65,17 +65,19 @@ def _ids_room(text: str) -> int:
     return min(IDS_MAX_CHARS, max(80, len(text) // 16))
 
 
-def ids_line(text: str) -> str:
-    """`ids: a, b (+N more)` for a read that holds ids, else ``."""
-    return _listed("ids", read_ids(text), _ids_room(text))
+def ids_line(text: str, ids: list[str] | None = None) -> str:
+    """`ids: a, b (+N more)` for a read that holds ids, else `` (`ids`: its `read_ids`, when
+    already found)."""
+    return _listed("ids", read_ids(text) if ids is None else ids, _ids_room(text))
 
 
-def id_lines(text: str) -> list[str]:
+def id_lines(text: str, ids: list[str] | None = None) -> list[str]:
     """The distinct lines holding a read's ids (each id's first), as they were, when every one
-    is at most `ID_LINE_CHARS` long and together they fit the ids' room; else none."""
+    is at most `ID_LINE_CHARS` long and together they fit the ids' room; else none (`ids`: its
+    `read_ids`, when already found)."""
     room = _ids_room(text)
     lines: dict[str, None] = {}
-    for token in read_ids(text):
+    for token in read_ids(text) if ids is None else ids:
         at = text.find(token)
         start = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at)
@@ -90,14 +92,16 @@ def id_lines(text: str) -> list[str]:
     return list(lines)
 
 
-def read_extras(text: str) -> list[str]:
+def read_extras(text: str, files: str | None = None) -> list[str]:
     """The lines a re-run note carries after its mark: the files a search named, else the lines
-    holding the ids a read held, else those ids listed."""
-    listed = files_line(text)
+    holding the ids a read held, else those ids listed (`files`: its `files_line`, when already
+    found)."""
+    listed = files_line(text) if files is None else files
     if listed:
         return [listed]
-    lines = id_lines(text)
+    ids = read_ids(text)
+    lines = id_lines(text, ids)
     if lines:
         return lines
-    listed = ids_line(text)
+    listed = ids_line(text, ids)
     return [listed] if listed else []
