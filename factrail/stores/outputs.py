@@ -420,7 +420,11 @@ class OutputStore:
             if size > session_cap:
                 raise QuotaExceeded(f"an output of {size} bytes is over the per-session quota")
             used = sum(f.size for f in present.values()) - previous
-            evictable = [f for n, f in present.items() if n != name and n not in batch]
+            evictable = (
+                []
+                if used + size <= session_cap
+                else [f for n, f in present.items() if n != name and n not in batch]
+            )
             if used - sum(f.size for f in evictable) + size > session_cap:
                 raise QuotaExceeded("the session's saved outputs are at the per-session quota")
             for f in _oldest_first(evictable):
@@ -432,11 +436,12 @@ class OutputStore:
                     del present[os.path.basename(f.path)]
             if used + size > session_cap:
                 raise QuotaExceeded("the session's saved outputs are at the per-session quota")
-        self._reserve(size - previous, {str(folder / n) for n in (*batch, name)})
+        self._reserve(size - previous, folder, (*batch, name))
 
-    def _reserve(self, delta: int, keep: set[str]) -> None:
-        """Count `delta` more bytes under the total quota, removing the oldest files (not those
-        in `keep`) when they would not fit; QuotaExceeded when even that is not enough."""
+    def _reserve(self, delta: int, folder: Path, names: Iterable[str]) -> None:
+        """Count `delta` more bytes under the total quota, removing the oldest files (not the
+        `names` in `folder`: this batch's) when they would not fit; QuotaExceeded when even that
+        is not enough."""
         cap = self.limits.max_bytes
         if cap <= 0:
             return
@@ -444,6 +449,7 @@ class OutputStore:
             if self._total is None:
                 self._total = sum(f.size for f in self._scan())
             if self._total + delta > cap:
+                keep = {str(folder / n) for n in names}
                 files = self._scan()
                 total = self._total = sum(f.size for f in files)
                 if sum(f.size for f in files if f.path in keep) + delta > cap:

@@ -401,6 +401,18 @@ def test_one_batch_never_evicts_its_own_outputs(tmp_path: Path) -> None:
     assert not store.path_for("s", "c").exists()
 
 
+def test_one_batch_never_evicts_its_own_outputs_under_the_total_quota(tmp_path: Path) -> None:
+    store = limited(tmp_path, total=25)
+    older = store.save("t", "old", "x" * 8).path
+    age(older, 1)
+    got = store.save_all("s", [("a", "x" * 10), ("b", "x" * 10), ("c", "x" * 10)])
+    assert isinstance(got["a"], SavedOutput) and isinstance(got["b"], SavedOutput)
+    assert isinstance(got["c"], QuotaExceeded)
+    assert not older.exists()  # another session's oldest file made room for "b"
+    assert store.path_for("s", "a").exists() and store.path_for("s", "b").exists()
+    assert not store.path_for("s", "c").exists()
+
+
 def test_the_total_quota_drops_the_oldest_of_any_session(tmp_path: Path) -> None:
     store = limited(tmp_path, total=25)
     a = store.save("s", "a", "x" * 10).path
