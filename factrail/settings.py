@@ -170,15 +170,17 @@ class Settings(BaseSettings):
     writes at 1.25×, and every input token at 2× once a request passes 272K, so a compaction
     that brings one back under that line saves on all of it), `none` (no cache: compact at the
     soft line); `auto` picks by the model's name."""
-    payback_horizon: float = Field(default=1.0, gt=0)
+    payback_horizon: float = Field(default=1.0, ge=0)
     """How many more turns the cost gate bets a session has, as a multiple of the turns it has
     had: a compaction short of the danger line runs only when what it removes, on that many
     turns, pays back the cache it breaks. Lower bets less: a session that ends soon after a
-    compaction paid for it and saved little. Replaying 48 real sessions under Anthropic's
-    rules (`bench/anthropic_replay.py`): 0.5 bills 0.682 of direct with 4 sessions above
-    direct; 1 (the default) 0.676, 8 of 48 above; 2, 0.676, 17 above. On the dev corpus's
-    simulation 0.5 bills 0.873 of sending everything at 0.8 windows against 1's 0.845, and
-    keeps 0.994 of the facts against 0.991 (`docs/evaluation.md`, "The gate's bet")."""
+    compaction paid for it and saved little. 0 never bets: a session is compacted only past the
+    danger line, on a cold cache, or where the provider has no cache to break (profile `none`).
+    Replaying 48 real sessions under Anthropic's rules (`bench/anthropic_replay.py`): 0.5 bills
+    0.682 of direct with 4 sessions above direct; 1 (the default) 0.676, 8 of 48 above; 2,
+    0.676, 17 above. On the dev corpus's simulation 0.5 bills 0.873 of sending everything at
+    0.8 windows against 1's 0.845, and keeps 0.994 of the facts against 0.991; 0 bills 1.000
+    there and 0.866 at 1 window (`docs/evaluation.md`, "The gate's bet")."""
     model_prices: PriceMap = Field(default_factory=dict)
     """JSON object, model-name prefix → its input prices relative to an uncached input token,
     over the built-in tables of both profiles (longest prefix wins; a prefix never splits a

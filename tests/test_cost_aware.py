@@ -14,6 +14,7 @@ from factrail.core.model import collect_tool_calls, transcript_tokens
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, gate
 from factrail.session.turn import Asked
+from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.state import Observed
 from tests.options import engine_options
@@ -163,6 +164,47 @@ async def test_a_cold_cache_makes_the_soft_line_compaction_free() -> None:
     clock.now += 301  # idle past the five-minute TTL: the next request re-bills it all anyway
     cold = await compactor.compact("s", openai_chat.parse(wire))
     assert cold.outcome == "compacted" and cold.decision == "cold"
+
+
+async def test_a_horizon_of_zero_never_bets_but_still_compacts_when_it_must_or_it_is_free() -> None:
+    """`FACTRAIL_PAYBACK_HORIZON=0`: no compaction short of the danger line on a warm cache,
+    however long the session has run; past the danger line, on a cold cache and where the
+    provider has no cache to break, as always."""
+    wire = chat(18)  # pays back on a horizon of 1 (above)
+    clock = Clock()
+
+    def never_bets(trigger: int, profile: str = "anthropic") -> SessionCompactor:
+        return SessionCompactor(
+            engine_options(
+                trigger_tokens=trigger,
+                trigger_percent=0.0,
+                rearm_tokens=0,
+                price_profile=profile,
+                payback_horizon=0.0,
+            ),
+            state=MemoryStateStore(clock),
+            outputs=None,
+            judge=RulesJudge(),
+            clock=clock,
+        )
+
+    compactor = never_bets(between_the_lines(wire))
+    warm = await compactor.compact("s", openai_chat.parse(wire))
+    assert (warm.decision, warm.outcome) == ("waits", "passthrough")
+    clock.now += 301
+    cold = await compactor.compact("s", openai_chat.parse(wire))
+    assert (cold.decision, cold.outcome) == ("cold", "compacted")
+    forced = await never_bets(int(tokens_of(wire) / 1.25)).compact("t", openai_chat.parse(wire))
+    assert (forced.decision, forced.outcome) == ("forced", "compacted")
+    no_cache = await never_bets(between_the_lines(wire), "none").compact(
+        "u", openai_chat.parse(wire)
+    )
+    assert (no_cache.decision, no_cache.outcome) == ("pays", "compacted")
+
+
+def test_the_payback_horizon_setting_takes_zero_but_nothing_below() -> None:
+    assert Settings(payback_horizon=0).engine_options().payback_horizon == 0
+    assert Settings(payback_horizon=-1).payback_horizon == 1.0  # malformed: the default
 
 
 async def test_what_an_earlier_compaction_decided_stays_frozen(
