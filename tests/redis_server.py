@@ -5,12 +5,13 @@ persistence, stopped at the end of the session."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
+
+from tests.ports import free_port
 
 
 def server_binary() -> str | None:
@@ -27,20 +28,13 @@ def server_binary() -> str | None:
     return str(bundled[0]) if bundled else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 class RedisServer:
     """One server process on loopback."""
 
     def __init__(self, binary: str, directory: Path, port: int | None = None) -> None:
         """`port`: a given one (to restart a server where its clients expect it)."""
         self.binary, self.directory = binary, directory
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         args += ["--appendonly", "no", "--dir", str(directory), "--protected-mode", "yes"]
