@@ -19,11 +19,14 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / ".venv-matrix"
 VERSIONS = ("3.11", "3.12", "3.13")
+JOBS = 2
+"""Versions checked at once (the machine's two cores)."""
 REQUIREMENTS = (
     "pytest>=8",
     "pytest-asyncio>=0.23",  # pyproject.toml's pytest options name it
@@ -166,15 +169,23 @@ def check(version: str) -> str:
     return f"{version}: {exe}, native, {tally} ({time.monotonic() - start:.0f} s in all)"
 
 
+def _summary(version: str) -> tuple[str, bool]:
+    """`check`'s line, or what failed; and whether it failed."""
+    try:
+        return check(version), False
+    except Failed as e:
+        return f"{version}: FAILED: {e}", True
+
+
 def main() -> int:
+    """Every version, two at a time (each in its own folders; the work is in child processes),
+    reported in order."""
     versions = sys.argv[1:] or list(VERSIONS)
     failed = False
-    for version in versions:
-        try:
-            print(check(version), flush=True)
-        except Failed as e:
-            print(f"{version}: FAILED: {e}", flush=True)
-            failed = True
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        for line, bad in pool.map(_summary, versions):
+            print(line, flush=True)
+            failed = failed or bad
     return 1 if failed else 0
 
 
