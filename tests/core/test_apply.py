@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from factrail.core import apply as apply_module
+from factrail.core.analysis import Analysis
 from factrail.core.apply import Reduction, Selection, apply, brief_value
 from factrail.core.marks import (
     full_output_phrase,
@@ -373,6 +374,29 @@ def test_a_read_the_agent_quoted_from_keeps_its_fact_lines_instead_of_a_rerun_no
     # The lines kept from the middle are whole lines of the read.
     kept = [line for line in text.split("\n") if "\tcondition_" in line]
     assert kept and all(line in _paper().split("\n") for line in kept)
+
+
+def test_a_quoted_reads_extras_are_found_once_however_often_its_stub_is_rendered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every tier and pooling step renders a quoted read's stub again; what its re-run note
+    would carry is found once per text, and a later compaction with the same memo finds it
+    no more."""
+    found: list[str] = []
+    real = apply_module.read_extras
+
+    def counting(text: str, files: str | None = None) -> list[str]:
+        found.append(text)
+        return real(text, files)
+
+    monkeypatch.setattr(apply_module, "read_extras", counting)
+    quoted = _quoting("Condition 3 takes 109.411 ms on average.")
+    memo = Analysis()
+    first = apply(quoted, {"r": "drop_result"}, reduction=Reduction(0.8, 0.0), memo=memo)
+    assert "reproducible" not in first.changed["r"] and first.tier >= 2  # rendered at 2 tiers
+    assert found == [_paper()]
+    again = apply(quoted, {"r": "drop_result"}, reduction=Reduction(0.8, 0.0), memo=memo)
+    assert again.changed == first.changed and found == [_paper()]
 
 
 def test_a_search_whose_files_the_agent_opened_stays_a_rerun_note() -> None:
