@@ -263,17 +263,19 @@ def print_table(result: Mapping[str, Any], file: Any) -> None:
 
         print(
             "\n| strategy | window | rate | compactions | peak fill (median, over window) |"
-            " cache share | billed (vs everything) | sessions above everything |",
+            " cache share | billed (vs everything) | sessions above everything (rails: of them"
+            " with no bet) |",
             file=file,
         )
         print("|---|---|---|---|---|---|---|---|", file=file)
         for name, by_length in sims.items():
             for length, v in by_length.items():
+                unbet = f" ({v['above_unbet']})" if name == "rails" else ""
                 print(
                     f"| {name} | {length} | {v['rate']:.4f} | {v['compactions']} |"
                     f" {v['peak_fill']:.3f} ({v['peak_fill_median']:.3f}, {v['over_window']}) |"
                     f" {v['cache_share']:.3f} | {v['billed']:,} ({v['billed_ratio']:.3f}) |"
-                    f" {v['above']} of {v['sessions']} |",
+                    f" {v['above']} of {v['sessions']}{unbet} |",
                     file=file,
                 )
         floors = {

@@ -83,6 +83,9 @@ class SimRow:
     billed_everything: float = 0.0
     floor: float = 0.0
     """On the `none` row: what `soft_floor` bills (see `totals`)."""
+    bets: int = 0
+    """On the `rails` row: compactions the cost gate ran on a bet (`pays`), not because the
+    request was past the danger line or the cache was cold."""
     lost: list[str] = field(default_factory=list)
 
 
@@ -277,6 +280,7 @@ async def _simulate(
                         name, doc, model=model, cache_ttl_s=cache_ttl_s
                     )
                     sent = result.document if result.document is not None else context
+                    run.row.bets += result.outcome == "compacted" and result.decision == "pays"
                 elif s == "none" or not pressured:
                     sent = context
                 else:
@@ -305,7 +309,9 @@ ABOVE_TOLERANCE = 1e-9
 
 def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
     """Per strategy and length: summed counts, rates, max peak fill, cache share, billed ratio,
-    and `above`: the sessions that billed more than sending them everything would."""
+    `above`: the sessions that billed more than sending them everything would, and
+    `above_unbet`: those of them the rails never compacted on a bet (only past the danger line
+    or on a cold cache: no payback horizon keeps them under)."""
     out: dict[str, dict[str, Any]] = {}
     for r in rows:
         key = f"{r.length:g}"
@@ -324,6 +330,7 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
                 "_peaks": [],
                 "sessions": 0,
                 "above": 0,
+                "above_unbet": 0,
             },
         )
         t["_peaks"].append(r.peak_fill)
@@ -337,7 +344,9 @@ def totals(rows: Sequence[SimRow]) -> dict[str, Any]:
         t["_everything"] += r.billed_everything
         t["_floor"] += r.floor
         t["sessions"] += 1
-        t["above"] += r.billed > r.billed_everything * (1 + ABOVE_TOLERANCE)
+        above = r.billed > r.billed_everything * (1 + ABOVE_TOLERANCE)
+        t["above"] += above
+        t["above_unbet"] += above and not r.bets
     for by_length in out.values():
         for t in by_length.values():
             peaks = sorted(t.pop("_peaks"))

@@ -187,8 +187,26 @@ def test_sessions_billed_above_sending_everything_are_counted() -> None:
         t = by[strategy]["1.2"]
         above = [r for r in rows if r.strategy == strategy and r.billed > r.billed_everything]
         assert t["above"] == len(above) and t["sessions"] == 3
+        assert t["above_unbet"] == sum(not r.bets for r in above)
     assert by["none"]["1.2"]["above"] == 0
     assert by["mask"]["1.2"]["above"] == 3  # re-writing every turn: every session costs more
+    assert by["mask"]["1.2"]["above_unbet"] == 3  # only the rails bet
+    assert any(r.bets for r in rows if r.strategy == "rails")
+
+
+def test_a_session_the_rails_never_bet_on_is_above_everything_only_by_force() -> None:
+    """With no bets (`payback_horizon` 0) every compaction is forced or free: a session above
+    everything is counted among those with no bet."""
+    no_bets = replace(OPTIONS, payback_horizon=0.0)
+    rows = []
+    for name, messages in corpus(0, 3):
+        rows.extend(
+            asyncio.run(simulate(name, messages, no_bets, lengths=(1.5,), strategies=("rails",)))
+        )
+    assert all(r.bets == 0 for r in rows)
+    t = totals(rows)["rails"]["1.5"]
+    assert t["above_unbet"] == t["above"]
+    assert t["compactions"] > 0  # past the danger line it still compacts
 
 
 def test_the_rivals_do_not_move_with_factrail_s_own_pins() -> None:
