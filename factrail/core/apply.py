@@ -34,7 +34,6 @@ from factrail.core.model import Action, Message, ToolResult, ToolUse, input_json
 from factrail.core.rails import (
     FACT_HEAD_CHARS,
     LAST_RESORT_TIER,
-    RERUN_KEEP_CHARS,
     TIERS,
     Stub,
     evicted,
@@ -275,8 +274,7 @@ class _Engine:
         key = (text, tool_use_id)
         out = self.memo.notes.get(key)
         if out is None:
-            extras = self.read_extras(text) if len(text) > RERUN_KEEP_CHARS else ()
-            out = self.memo.notes[key] = rerun_note(text, tool_use_id, extras)
+            out = self.memo.notes[key] = rerun_note(text, tool_use_id, self.read_extras(text))
         return out
 
     def layout(self, text: str, is_error: bool, kind: int) -> Stub | None:
@@ -309,7 +307,7 @@ class _Engine:
 
     def stub_text(self, slot: _Slot, stub: Stub, lines: list[str]) -> str:
         if slot.quoted_read:
-            lines = with_read_extras(slot.text, lines, self.read_extras(slot.text))
+            lines = with_read_extras(lines, self.read_extras(slot.text))
         return render_stub(
             slot.text, stub, lines, is_error=slot.is_error, tool_use_id=slot.tool_use_id
         )

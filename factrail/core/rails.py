@@ -67,11 +67,9 @@ def rerun_note(text: str, tool_use_id: str, extras: Sequence[str] | None = None)
     return "\n".join([note(len(text), RERUN_DETAIL, tool_use_id), *extras])
 
 
-def with_read_extras(text: str, lines: list[str], extras: Sequence[str] | None = None) -> list[str]:
+def with_read_extras(lines: list[str], extras: Sequence[str]) -> list[str]:
     """A quoted read's stub lines: its fact lines, then what its re-run note would have
-    carried (`read_extras`, or `extras` when already found) that they do not already hold."""
-    if extras is None:
-        extras = read_extras(text)
+    carried (its `read_extras`) that they do not already hold."""
     return lines + [x for x in extras if x not in lines]
 
 
