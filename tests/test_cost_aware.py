@@ -35,12 +35,20 @@ def tokens_of(wire: list[dict[str, Any]]) -> int:
 
 
 def make(
-    trigger: int, profile: str = "anthropic", clock: Clock | None = None, rearm: int = 0
+    trigger: int,
+    profile: str = "anthropic",
+    clock: Clock | None = None,
+    rearm: int = 0,
+    horizon: float = 1.0,
 ) -> SessionCompactor:
     clock = clock or Clock()
     return SessionCompactor(
         engine_options(
-            trigger_tokens=trigger, trigger_percent=0.0, rearm_tokens=rearm, price_profile=profile
+            trigger_tokens=trigger,
+            trigger_percent=0.0,
+            rearm_tokens=rearm,
+            price_profile=profile,
+            payback_horizon=horizon,
         ),
         state=MemoryStateStore(clock),
         outputs=None,
@@ -74,21 +82,7 @@ async def test_the_payback_horizon_is_how_many_more_turns_the_gate_bets_on(
     """The gate bets a session goes on for `payback_horizon` times the turns it has had: a
     compaction that pays back on that bet runs, else it waits."""
     wire = chat(turns)
-    trigger = between_the_lines(wire)
-    clock = Clock()
-    compactor = SessionCompactor(
-        engine_options(
-            trigger_tokens=trigger,
-            trigger_percent=0.0,
-            rearm_tokens=0,
-            price_profile="anthropic",
-            payback_horizon=horizon,
-        ),
-        state=MemoryStateStore(clock),
-        outputs=None,
-        judge=RulesJudge(),
-        clock=clock,
-    )
+    compactor = make(between_the_lines(wire), horizon=horizon)
     result = await compactor.compact("s", openai_chat.parse(wire))
     assert result.decision == decision
     assert result.outcome == ("compacted" if decision == "pays" else "passthrough")
@@ -174,19 +168,7 @@ async def test_a_horizon_of_zero_never_bets_but_still_compacts_when_it_must_or_i
     clock = Clock()
 
     def never_bets(trigger: int, profile: str = "anthropic") -> SessionCompactor:
-        return SessionCompactor(
-            engine_options(
-                trigger_tokens=trigger,
-                trigger_percent=0.0,
-                rearm_tokens=0,
-                price_profile=profile,
-                payback_horizon=0.0,
-            ),
-            state=MemoryStateStore(clock),
-            outputs=None,
-            judge=RulesJudge(),
-            clock=clock,
-        )
+        return make(trigger, profile, clock, horizon=0.0)
 
     compactor = never_bets(between_the_lines(wire))
     warm = await compactor.compact("s", openai_chat.parse(wire))
