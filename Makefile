@@ -48,8 +48,13 @@ node-deps:
 		echo "node-deps: npm not found, skipping Claude Code (its end-to-end bill test will skip)"; \
 	fi
 
+# Facts at cuts against every rival, and the simulated bill (facts kept at use, billed over sending
+# everything, cache share) under Anthropic's prices, on both synthetic corpora: about a minute.
+GATE_SIM := --sim --sim-strategy rails --sim-strategy erase
+
 gate: $(STAMP_DEV)
-	$(BIN)/factrail eval --synthetic 40 --seed 0 --gate eval/baseline.json
+	$(BIN)/factrail eval --synthetic 40 --seed 0 $(GATE_SIM) --gate eval/baseline.json
+	$(BIN)/factrail eval --synthetic-v2 10 --seed 0 $(GATE_SIM) --gate eval/baseline-v2.json
 
 # The C kernels built (warnings as errors) and checked against their Python on each of Python
 # 3.11, 3.12 and 3.13 found, in venvs under .venv-matrix/; an absent interpreter is skipped.

@@ -73,6 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--strategy", action="append", help="only these strategies (repeatable)")
     ev.add_argument("--sim", action="store_true", help="simulate repeated in-flight compaction")
     ev.add_argument(
+        "--sim-strategy",
+        action="append",
+        help="only these strategies in the simulation (repeatable; default: those of --strategy)",
+    )
+    ev.add_argument(
         "--price",
         choices=("anthropic", "openai", "none"),
         default="anthropic",
@@ -269,6 +274,7 @@ def _eval_run(args: argparse.Namespace) -> Any:
         visibility=args.visibility,
         strategies=tuple(args.strategy) if args.strategy else None,
         sim=args.sim,
+        sim_strategies=tuple(args.sim_strategy) if args.sim_strategy else None,
         price=args.price,
         cache_ttl_s=args.cache_ttl,
         price_model=args.price_model,

@@ -166,6 +166,32 @@ def test_eval_gate_passes_and_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "GATE FAIL" in capsys.readouterr().out
 
 
+def test_eval_gates_the_simulated_bill(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--sim-strategy` picks the simulation's strategies apart from the cuts'; a baseline
+    written from a simulated run gates the bill and passes on the same run."""
+    baseline = tmp_path / "baseline.json"
+    run = ["eval", "--synthetic", "2", "--sim", "--sim-strategy", "rails"]
+    assert main([*run, "--write-baseline", str(baseline), "--json", "-"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["sim_strategies"]) == {"rails"}
+    assert set(result["strategies"]) >= {"rails", "erase", "clear-oldest", "mask", "none"}
+    assert result["sim_prices"] == {"profile": "anthropic", "cache_ttl_s": None, "model": ""}
+    written = json.loads(baseline.read_text())
+    assert set(written["sim"]) == {"0.8", "1", "1.2", "1.5"}
+    assert main([*run, "--gate", str(baseline)]) == 0
+    out = capsys.readouterr().out
+    assert "PASS billed" in out and "GATE PASS" in out
+    assert main(["eval", "--synthetic", "2", "--gate", str(baseline)]) == 1
+    assert "FAIL the baseline gates the simulated bill" in capsys.readouterr().out
+    assert main([*run, "--price", "openai", "--gate", str(baseline)]) == 1
+    assert "simulated under" in capsys.readouterr().out
+
+
+def test_eval_rejects_an_unknown_sim_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--synthetic", "1", "--sim", "--sim-strategy", "nope"]) == 1
+    assert "unknown strategies: ['nope']" in capsys.readouterr().err
+
+
 def test_eval_report_and_dataset(tmp_path: Path) -> None:
     report = tmp_path / "report"
     assert main(["eval", "--synthetic", "2", "--report", str(report)]) == 0

@@ -15,12 +15,12 @@ from factrail.core.model import Action, Message
 from factrail.eval.facts import Visibility
 from factrail.eval.progress import progress
 from factrail.eval.replay import DeciderName
+from factrail.eval.strategies import NAMES
 from factrail.policy.cost import Profile
 from factrail.settings import Settings
 
 Named = list[tuple[str, list[Message]]]
 Decider = Literal["rules", "oracle", "recorded", "systemone", "tev"]
-SIM_STRATEGIES = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,8 @@ class EvalRun:
     strategies: tuple[str, ...] | None = None
     """Only these strategies (None: all)."""
     sim: bool = False
+    sim_strategies: tuple[str, ...] | None = None
+    """Only these strategies in the simulation (None: those of `strategies`)."""
     price: Profile = "anthropic"
     """The price profile `--sim` bills under."""
     cache_ttl_s: float | None = None
@@ -151,6 +153,7 @@ def evaluate(
     visibility: Visibility = "strict",
     strategies: Sequence[str] | None = None,
     sim: bool = False,
+    sim_strategies: Sequence[str] | None = None,
     price: Profile = "anthropic",
     cache_ttl_s: float | None = None,
     price_model: str = "",
@@ -158,8 +161,9 @@ def evaluate(
     with_rows: bool = False,
     show_progress: bool = False,
 ) -> dict[str, Any]:
-    """Replay `transcripts` at `cuts` (and simulate in-flight compaction when `sim`): the
-    result `factrail eval --json -` prints."""
+    """Replay `transcripts` at `cuts` (and simulate in-flight compaction when `sim`, with
+    `sim_strategies`, else `strategies`, else all): the result `factrail eval --json -`
+    prints."""
     import httpx
 
     from factrail.eval.replay import replay
@@ -182,7 +186,7 @@ def evaluate(
         _, sim_totals = run_sim(
             transcripts,
             settings.engine_options(),  # the gateway's: its notes name the outputs route
-            strategies=tuple(strategies) if strategies else SIM_STRATEGIES,
+            strategies=tuple(sim_strategies or strategies or NAMES),
             visibility=visibility,
             profile=price,
             cache_ttl_s=cache_ttl_s,
@@ -191,6 +195,7 @@ def evaluate(
         )
         result["sim"] = sim_totals.get("rails")
         result["sim_strategies"] = sim_totals
+        result["sim_prices"] = {"profile": price, "cache_ttl_s": cache_ttl_s, "model": price_model}
     return result
 
 
@@ -206,6 +211,7 @@ def run_eval(run: EvalRun, settings: Settings) -> int:
         visibility=run.visibility,
         strategies=run.strategies,
         sim=run.sim,
+        sim_strategies=run.sim_strategies,
         price=run.price,
         cache_ttl_s=run.cache_ttl_s,
         price_model=run.price_model,

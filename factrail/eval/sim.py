@@ -47,7 +47,14 @@ from factrail.core.model import Action, Message, input_json, transcript_tokens
 from factrail.core.plan import rules_actions
 from factrail.core.tokens import TokenCache
 from factrail.eval.facts import Fact, Visibility, candidate_tokens, facts
-from factrail.eval.strategies import PRESERVE_RECENT, clear_oldest, erase, mask, middle_out
+from factrail.eval.strategies import (
+    NAMES,
+    PRESERVE_RECENT,
+    clear_oldest,
+    erase,
+    mask,
+    middle_out,
+)
 from factrail.judges.rules import RulesJudge
 from factrail.policy.cost import Prices, Profile, prices
 from factrail.policy.trigger import soft_line
@@ -402,7 +409,7 @@ def run_sim(
     options: EngineOptions,
     *,
     lengths: Sequence[float] = LENGTHS,
-    strategies: Sequence[str] = ("rails", "erase", "clear-oldest", "mask", "middle-out", "none"),
+    strategies: Sequence[str] = NAMES,
     visibility: Visibility = "strict",
     profile: Profile = "anthropic",
     cache_ttl_s: float | None = None,
@@ -410,6 +417,9 @@ def run_sim(
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> tuple[list[SimRow], dict[str, Any]]:
     """Simulate every transcript; return the rows and the per-strategy totals."""
+    unknown = set(strategies) - set(NAMES)
+    if unknown:
+        raise ValueError(f"unknown strategies: {sorted(unknown)}")
 
     async def go() -> list[SimRow]:
         rows: list[SimRow] = []
