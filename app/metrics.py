@@ -217,8 +217,8 @@ class Metrics:
         self.recent_sessions = Gauge(
             p + "recent_sessions",
             "Of the state store's most recent sessions with a bill (app/bills.py): live (seen"
-            " within the cache's lifetime), settled, and settled ones that cost more than sent"
-            " whole.",
+            " within the cache's lifetime), settled, settled ones that cost more than sent"
+            " whole, and those of them never compacted on a bet (only forced or cold).",
             ["state"],
             registry=r,
             multiprocess_mode="livemax",
@@ -322,6 +322,7 @@ class Metrics:
             ("live", summary["live"]),
             ("settled", settled),
             ("above_whole", summary["above_whole"]),
+            ("above_whole_unbet", summary["above_unbet"]),
         ):
             self.recent_sessions.labels(state).set(count)
         ratio = summary["ratio"]

@@ -184,6 +184,28 @@ async def test_a_horizon_of_zero_never_bets_but_still_compacts_when_it_must_or_i
     assert (no_cache.decision, no_cache.outcome) == ("pays", "compacted")
 
 
+async def test_a_session_counts_which_of_its_compactions_were_bets() -> None:
+    """`bets` counts the compactions the gate ran because they pay back, not those forced past
+    the danger line or run on a cold cache: a session that cost more than sent whole with no
+    bet paid for staying under its trigger (`factrail inspect --list` says which)."""
+    wire = chat(18)
+    clock = Clock()
+
+    async def counted(compactor: SessionCompactor, session: str) -> tuple[str, int, int | None]:
+        result = await compactor.compact(session, openai_chat.parse(wire))
+        state = compactor.state.load(session)
+        assert state is not None and result.outcome == "compacted"
+        return result.decision or "", state.compactions, state.bets
+
+    assert await counted(make(between_the_lines(wire), clock=clock), "bet") == ("pays", 1, 1)
+    forced = make(int(tokens_of(wire) / 1.25), clock=clock)
+    assert await counted(forced, "forced") == ("forced", 1, 0)
+    cold = make(between_the_lines(wire), clock=clock, horizon=0.0)
+    assert (await cold.compact("cold", openai_chat.parse(wire))).decision == "waits"
+    clock.now += 301
+    assert await counted(cold, "cold") == ("cold", 1, 0)
+
+
 def test_the_payback_horizon_setting_takes_zero_but_nothing_below() -> None:
     assert Settings(payback_horizon=0).engine_options().payback_horizon == 0
     assert Settings(payback_horizon=-1).payback_horizon == 1.0  # malformed: the default

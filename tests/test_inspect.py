@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -18,7 +19,15 @@ from factrail.cli import main
 from factrail.core.formats import openai_chat
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
-from factrail.session.inspect import Recent, bill, listing, render, report, summary
+from factrail.session.inspect import (
+    Recent,
+    bill,
+    listing,
+    recent_report,
+    render,
+    report,
+    summary,
+)
 from factrail.session.keys import header_key
 from factrail.settings import Settings
 from factrail.stores import open_state_store
@@ -223,6 +232,47 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     assert "bill: " in render(inspected)
 
 
+def test_the_listing_says_which_sessions_above_sent_whole_were_lost_bets() -> None:
+    """A session above sent whole that the gate never compacted on a bet (only past the danger
+    line) is counted apart: no payback horizon keeps it under. A record written before bets
+    were counted says nothing of them."""
+    dearer = bill(SessionState(plan={}, billed=1050.0, spared=-50.0))
+    rows = [
+        Recent("s-bet", 0, dearer, False, compactions=2, bets=1),
+        Recent("s-forced", 0, dearer, False, compactions=1, bets=0),
+        Recent("s-old", 0, dearer, False, compactions=3, bets=None),
+        Recent("s-whole", 0, bill(SessionState(plan={}, billed=10.0, spared=0.0)), False),
+    ]
+    together = summary(rows)
+    assert (together["above_whole"], together["above_unbet"]) == (3, 1)
+    text = listing(rows)
+    assert (
+        "s-bet  1970-01-01 00:00:00 UTC  1.050× of sent whole  2 compaction(s), 1 on a bet\n"
+        in text
+    )
+    assert (
+        "s-forced  1970-01-01 00:00:00 UTC  1.050× of sent whole  1 compaction(s), 0 on a bet\n"
+        in text
+    )
+    assert "s-old  1970-01-01 00:00:00 UTC  1.050× of sent whole  3 compaction(s)\n" in text
+    assert "s-whole  1970-01-01 00:00:00 UTC  1.000× of sent whole\n" in text
+    assert (
+        "3 of 4 settled cost more than sent whole (worst 1.050×), 1 of them with no bet"
+        " (forced past the danger line)"
+    ) in text
+    assert listed_json(rows)[0]["bets"] == 1 and listed_json(rows)[2]["bets"] is None
+    forced = report("s-forced", SessionState(plan={}, compactions=1, bets=0))
+    assert forced["bets"] == 0
+    assert render(forced).startswith("session s-forced: 1 compaction(s), 0 on a bet, 0 result(s)")
+    old = report("s-old", SessionState(plan={}, compactions=3, bets=None))
+    assert render(old).startswith("session s-old: 3 compaction(s), 0 result(s)")
+
+
+def listed_json(rows: list[Recent]) -> list[dict[str, Any]]:
+    sessions: list[dict[str, Any]] = recent_report(rows)["sessions"]
+    return sessions
+
+
 def test_the_bills_of_recent_sessions_together() -> None:
     """A session that re-wrote more than it kept out cost more than sent whole; the summary
     counts it and weighs every session by its bill. A session seen within the cache's
@@ -234,13 +284,14 @@ def test_the_bills_of_recent_sessions_together() -> None:
     assert bill(SessionState(plan={})) is None  # no usage reported yet
     rows = [
         Recent("s-a", 0, cheaper, False),
-        Recent("s-b", 0, dearer, False),
+        Recent("s-b", 0, dearer, False, compactions=1, bets=1),
         Recent("s-c", 0, None, False),
         Recent("s-d", 0, dearer, True),
     ]
     together = summary(rows)
     assert together == {
-        "sessions": 3, "live": 1, "above_whole": 1, "worst_ratio": 1.05, "ratio": 0.9667
+        "sessions": 3, "live": 1, "above_whole": 1, "above_unbet": 0, "worst_ratio": 1.05,
+        "ratio": 0.9667,
     }  # fmt: skip
     text = listing(rows)
     assert "s-a  1970-01-01 00:00:00 UTC  0.800× of sent whole\n" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from factrail.session.keys import SESSION_HEADER, is_client_alias
@@ -36,21 +36,28 @@ class Recent:
     bill: dict[str, float] | None
     live: bool
     """Seen within the cache's lifetime: its last compaction may still pay back."""
+    compactions: int = 0
+    bets: int | None = 0
+    """Of its compactions, those the cost gate ran on a bet that they pay back (None: not
+    counted, an older record)."""
 
 
 def summary(rows: Sequence[Recent]) -> dict[str, Any]:
     """Sessions' bills together: how many have one, how many are still live, how many of the
-    others cost more than sent whole (and the worst), and all of them against sending them
-    whole."""
-    known = [(r.bill, r.live) for r in rows if r.bill is not None]
-    settled = [b for b, live in known if not live]
-    above = [b["ratio"] for b in settled if b["spared"] < 0]
-    billed, whole = sum(b["billed"] for b, _ in known), sum(b["whole"] for b, _ in known)
+    others cost more than sent whole (and the worst; `above_unbet`: those of them the gate never
+    compacted on a bet, only past the danger line or on a cold cache, which no payback horizon
+    keeps under), and all of them against sending them whole."""
+    known = [r for r in rows if r.bill is not None]
+    settled = [r for r in known if not r.live]
+    above = [r for r in settled if r.bill is not None and r.bill["spared"] < 0]
+    billed = sum(r.bill["billed"] for r in known if r.bill is not None)
+    whole = sum(r.bill["whole"] for r in known if r.bill is not None)
     return {
         "sessions": len(known),
         "live": len(known) - len(settled),
         "above_whole": len(above),
-        "worst_ratio": max(above, default=None),
+        "above_unbet": sum(1 for r in above if r.bets == 0),
+        "worst_ratio": max((r.bill["ratio"] for r in above if r.bill is not None), default=None),
         "ratio": round(billed / whole, 4) if whole > 0 else None,
     }
 
@@ -73,14 +80,22 @@ def recent_bills(
             continue
         if loaded.billed is None and not loaded.compactions and not loaded.plan:
             continue
-        rows.append(Recent(session, ms, bill(loaded), ms >= live_from_ms))
+        live = ms >= live_from_ms
+        rows.append(Recent(session, ms, bill(loaded), live, loaded.compactions, loaded.bets))
     return rows
 
 
 def recent_report(rows: Sequence[Recent]) -> dict[str, Any]:
     """`recent_bills` as JSON (the sessions route, `factrail inspect --list --json`)."""
     sessions = [
-        {"session": r.session, "updated_ms": r.updated_ms, "live": r.live, "bill": r.bill}
+        {
+            "session": r.session,
+            "updated_ms": r.updated_ms,
+            "live": r.live,
+            "bill": r.bill,
+            "compactions": r.compactions,
+            "bets": r.bets,
+        }
         for r in rows
     ]
     return {"sessions": sessions, "summary": summary(rows)}
@@ -91,6 +106,7 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
     return {
         "session": session,
         "compactions": state.compactions,
+        "bets": state.bets,
         "baseline_tokens": state.baseline_tokens,
         "calibration": state.calibration,
         "reduced_results": len(state.plan),
@@ -105,7 +121,7 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
 def render(data: Mapping[str, Any], *, results: int = 20) -> str:
     """`report` as text: one block per compaction, then its reduced results side by side."""
     lines = [
-        f"session {data['session']}: {data['compactions']} compaction(s),"
+        f"session {data['session']}: {data['compactions']} compaction(s){_bets(data)},"
         f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen"
         + (", tainted (judged by the rules or a local judge only)" if data["tainted"] else "")
     ]
@@ -186,22 +202,36 @@ def _bill_line(b: Mapping[str, float]) -> str:
     )
 
 
+def _bets(data: Mapping[str, Any]) -> str:
+    """`, N on a bet` after a count of compactions (records before the twenty-second session
+    did not count their bets: nothing is said of them)."""
+    if not data.get("compactions") or data.get("bets") is None:
+        return ""
+    return f", {data['bets']} on a bet"
+
+
 def listing(rows: Sequence[Recent]) -> str:
-    """Recent sessions, newest first, each with its bill against sending it whole; then all
-    of them together."""
+    """Recent sessions, newest first, each with its bill against sending it whole and its
+    compactions (how many of them bets); then all of them together."""
     lines = []
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.updated_ms / 1000))
         figure = "" if r.bill is None else f"  {r.bill['ratio']:.3f}× of sent whole"
-        lines.append(f"{r.session}  {when} UTC{figure}{'  (live)' if r.live else ''}")
+        done = f"  {r.compactions} compaction(s){_bets(asdict(r))}" if r.compactions else ""
+        lines.append(f"{r.session}  {when} UTC{figure}{done}{'  (live)' if r.live else ''}")
     total = summary(rows)
     if total["ratio"] is not None:
         worst = f" (worst {total['worst_ratio']:.3f}×)" if total["above_whole"] else ""
+        unbet = (
+            f", {total['above_unbet']} of them with no bet (forced past the danger line)"
+            if total["above_unbet"]
+            else ""
+        )
         live = f"; {total['live']} still live (their last compaction may yet pay back)"
         lines.append(
             f"{total['sessions']} with a bill: {total['ratio']:.3f}× of sending them whole;"
             f" {total['above_whole']} of {total['sessions'] - total['live']} settled cost more"
-            f" than sent whole{worst}" + (live if total["live"] else "")
+            f" than sent whole{worst}{unbet}" + (live if total["live"] else "")
         )
     hint = f"(a session named by `{SESSION_HEADER}: X` is `factrail inspect --header X`)"
     return "\n".join([*lines, hint]) + "\n"

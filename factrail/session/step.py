@@ -426,6 +426,8 @@ class SessionCompactor:
                 result.document = turn.emit(turn.work)
             return result
         turn.state.compactions += 1
+        if turn.state.bets is not None:
+            turn.state.bets += gate.decision == "pays"
         changed_on = self.transcript_tokens(applied.messages[first:])
         result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
         # Cut by the rescue and sent so (a result whose original could not be saved goes whole).

@@ -66,6 +66,11 @@ class SessionState:
     plan: dict[str, PlanEntry]  # tool_use_id -> how its result was reduced
     baseline_tokens: int | None = None  # estimated tokens right after the last compaction
     compactions: int = 0
+    bets: int | None = 0
+    """Of `compactions`, those the cost gate ran on a bet that they pay back (`pays`); the
+    others were forced past the danger line or ran on a cold cache. A session that cost more
+    than sent whole without a bet paid for staying under its trigger, not for a lost bet.
+    None: not counted (a record written before bets were, with compactions)."""
     taint: dict[str, Any] | None = None  # sticky taint record {tainted, count, sample, at}
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
     reach: float | None = None
@@ -260,6 +265,7 @@ def encode_state(state: SessionState) -> bytes:
             },
             "baseline_tokens": state.baseline_tokens,
             "compactions": state.compactions,
+            "bets": state.bets,
             "taint": state.taint,
             "calibration": state.calibration,
             "reach": state.reach,
@@ -305,6 +311,7 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         plan=plan,
         baseline_tokens=_int_or_none(raw.get("baseline_tokens")),
         compactions=_int_or_none(raw.get("compactions")) or 0,
+        bets=_bets(raw),
         taint=taint if isinstance(taint, dict) else None,
         calibration=float(calibration) if _is_number(calibration) else None,
         reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
@@ -318,6 +325,15 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         history=_of_type(raw.get("history"), dict, MAX_HISTORY),
         origin=origin if origin in ORIGINS else None,
     )
+
+
+def _bets(raw: Mapping[str, Any]) -> int | None:
+    """The record's bets; None when it has compactions but was written before bets were
+    counted."""
+    bets = _int_or_none(raw.get("bets"))
+    if bets is None and (_int_or_none(raw.get("compactions")) or 0) > 0:
+        return None
+    return bets or 0
 
 
 def _finite(value: Any) -> float | None:

@@ -243,7 +243,7 @@ def test_compose_publishes_on_loopback_and_requires_the_admin_key() -> None:
 def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> None:
     """Every minute the gateway reads the store's recent sessions' bills into gauges: a session
     seen within the cache's lifetime is live, the others settled, and those of them that cost
-    more than sent whole are counted."""
+    more than sent whole are counted, apart those never compacted on a bet."""
 
     from app.bills import watch_bills
     from factrail.stores.memory_state import MemoryStateStore
@@ -252,7 +252,12 @@ def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> No
     now = [1_800_000_000.0]
     store = MemoryStateStore(clock=lambda: now[0])
     store.save("s-cheaper", SessionState(plan={}, billed=800.0, spared=200.0))
-    store.save("s-dearer", SessionState(plan={}, billed=1050.0, spared=-50.0))
+    store.save(
+        "s-dearer", SessionState(plan={}, compactions=2, bets=1, billed=1050.0, spared=-50.0)
+    )
+    store.save(
+        "s-forced", SessionState(plan={}, compactions=1, bets=0, billed=1020.0, spared=-20.0)
+    )
     now[0] += 600  # both settled: ten minutes past the five of the cache
     store.save("s-live", SessionState(plan={}, billed=1050.0, spared=-50.0))
     metrics = Metrics()
@@ -263,11 +268,14 @@ def test_the_recent_sessions_bills_are_read_then_wait_for_their_interval() -> No
     )
     assert waits == [60.0]
     exported = samples(metrics)
-    assert exported[("factrail_recent_sessions", (("state", "settled"),))] == 2
-    assert exported[("factrail_recent_sessions", (("state", "above_whole"),))] == 1
+    assert exported[("factrail_recent_sessions", (("state", "settled"),))] == 3
+    assert exported[("factrail_recent_sessions", (("state", "above_whole"),))] == 2
+    assert exported[("factrail_recent_sessions", (("state", "above_whole_unbet"),))] == 1
     assert exported[("factrail_recent_sessions", (("state", "live"),))] == 1
     ratio = exported[("factrail_recent_sessions_bill_ratio", ())]
-    assert ratio == pytest.approx(2900 / 3000, 1e-3)
-    metrics.record_bills({"sessions": 0, "live": 0, "above_whole": 0, "ratio": None})
+    assert ratio == pytest.approx(3920 / 4000, 1e-3)
+    metrics.record_bills(
+        {"sessions": 0, "live": 0, "above_whole": 0, "above_unbet": 0, "ratio": None}
+    )
     text = metrics.render().decode()
     assert "factrail_recent_sessions_bill_ratio NaN" in text  # no bill: no ratio, not 0

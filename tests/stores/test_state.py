@@ -87,6 +87,15 @@ def test_decode_drops_invalid_answers_and_fields() -> None:
     assert state.compactions == 0 and state.calibration is None
 
 
+def test_bets_are_kept_and_an_older_record_with_compactions_has_none_counted() -> None:
+    counted = SessionState(plan={}, compactions=3, bets=2)
+    assert decode_state(encode_state(counted)) == counted
+    older = decode_state(b'{"plan": {}, "compactions": 2}')
+    assert older is not None and older.compactions == 2 and older.bets is None
+    fresh = decode_state(b'{"plan": {}}')
+    assert fresh is not None and fresh.bets == 0
+
+
 def test_remember_answers_orders_reappends_and_bounds() -> None:
     state = SessionState(plan={})
     remember_answers(state, "m|v1", {"b": CallAnswer(1, 0), "a": CallAnswer(0, 0)})
