@@ -148,7 +148,7 @@ def test_write_and_load_a_baseline_with_the_bill(tmp_path: Path) -> None:
 
 def test_the_committed_baselines_gate_the_bill() -> None:
     root = Path(__file__).resolve().parents[2] / "eval"
-    for name in ("baseline.json", "baseline-v2.json"):
+    for name in ("baseline.json", "baseline-v2.json", "baseline-dev.json"):
         baseline = load_baseline(root / name)
         assert [w for w, _ in baseline.sim] == ["0.8", "1", "1.2", "1.5"], name
         assert baseline.sim_prices == SimPrices("anthropic", None, ""), name
