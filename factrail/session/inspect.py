@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from factrail.session.keys import SESSION_HEADER, is_client_alias
@@ -47,17 +47,16 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
     others cost more than sent whole (and the worst; `above_unbet`: those of them the gate never
     compacted on a bet, only past the danger line or on a cold cache, which no payback horizon
     keeps under), and all of them against sending them whole."""
-    known = [r for r in rows if r.bill is not None]
-    settled = [r for r in known if not r.live]
-    above = [r for r in settled if r.bill is not None and r.bill["spared"] < 0]
-    billed = sum(r.bill["billed"] for r in known if r.bill is not None)
-    whole = sum(r.bill["whole"] for r in known if r.bill is not None)
+    known = [(r, r.bill) for r in rows if r.bill is not None]
+    settled = [(r, b) for r, b in known if not r.live]
+    above = [(r, b) for r, b in settled if b["spared"] < 0]
+    billed, whole = sum(b["billed"] for _, b in known), sum(b["whole"] for _, b in known)
     return {
         "sessions": len(known),
         "live": len(known) - len(settled),
         "above_whole": len(above),
-        "above_unbet": sum(1 for r in above if r.bets == 0),
-        "worst_ratio": max((r.bill["ratio"] for r in above if r.bill is not None), default=None),
+        "above_unbet": sum(1 for r, _ in above if r.bets == 0),
+        "worst_ratio": max((b["ratio"] for _, b in above), default=None),
         "ratio": round(billed / whole, 4) if whole > 0 else None,
     }
 
@@ -217,7 +216,8 @@ def listing(rows: Sequence[Recent]) -> str:
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.updated_ms / 1000))
         figure = "" if r.bill is None else f"  {r.bill['ratio']:.3f}× of sent whole"
-        done = f"  {r.compactions} compaction(s){_bets(asdict(r))}" if r.compactions else ""
+        counts = {"compactions": r.compactions, "bets": r.bets}
+        done = f"  {r.compactions} compaction(s){_bets(counts)}" if r.compactions else ""
         lines.append(f"{r.session}  {when} UTC{figure}{done}{'  (live)' if r.live else ''}")
     total = summary(rows)
     if total["ratio"] is not None:
