@@ -24,23 +24,19 @@ Visibility = Literal["strict", "compat"]
 _DIGIT_RUN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
 _TRAILING = ".:,"
-
-
-def _has_digit(s: str) -> bool:
-    return any("0" <= c <= "9" for c in s)
+_DIGIT = re.compile(r"[0-9]")
+_MARK = re.compile(r"[/_.]")
 
 
 def candidate_tokens(s: str) -> set[str]:
-    """Digit runs (≥ 6 chars) and marked words (≥ 8 chars), trailing `.:,` stripped first."""
-    out: set[str] = set()
-    for m in _DIGIT_RUN.finditer(s):
-        t = m.group().rstrip(_TRAILING)
-        if len(t) >= 6 and _has_digit(t):
-            out.add(t)
-    for m in _WORD.finditer(s):
-        t = m.group().rstrip(_TRAILING)
-        if len(t) >= 8 and not _has_digit(t) and any(c in t for c in "/_."):
-            out.add(t)
+    """Digit runs (≥ 6 chars) and marked words (≥ 8 chars), trailing `.:,` stripped first.
+    (Every visible text of every simulated request goes through here: the checks are regex
+    searches, not a Python loop over characters, which took a third of a simulation's time.)"""
+    digit, mark = _DIGIT.search, _MARK.search
+    runs = (m.rstrip(_TRAILING) for m in _DIGIT_RUN.findall(s))
+    out = {t for t in runs if len(t) >= 6 and digit(t)}
+    words = (m.rstrip(_TRAILING) for m in _WORD.findall(s))
+    out.update(t for t in words if len(t) >= 8 and not digit(t) and mark(t))
     return out
 
 

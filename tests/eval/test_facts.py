@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.eval.facts import (
     Shown,
@@ -20,6 +25,31 @@ def call(i: str, tool: str = "Bash", **inp: str) -> Message:
 
 def result(i: str, text: str) -> Message:
     return Message("user", tool_results=[ToolResult(i, text)])
+
+
+def reference_candidate_tokens(s: str) -> set[str]:
+    """The definition, one character at a time (as the module computed it until the
+    twenty-second session)."""
+    out: set[str] = set()
+    for m in re.finditer(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}", s):
+        t = m.group().rstrip(".:,")
+        if len(t) >= 6 and any("0" <= c <= "9" for c in t):
+            out.add(t)
+    for m in re.finditer(r"[A-Za-z_][A-Za-z0-9_./-]{7,}", s):
+        t = m.group().rstrip(".:,")
+        if len(t) >= 8 and not any("0" <= c <= "9" for c in t) and any(c in t for c in "/_."):
+            out.add(t)
+    return out
+
+
+PIECES = ["abcd", "efghij", "Z", "9", "04", "_", "/", ".", ":", ",", "-", "@", "#", " ", "\n"]
+PIECES += ["é", "٣", "main.rs", "src/", "req-", "v1.2"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40).map("".join))
+def test_candidate_tokens_match_the_definition(text: str) -> None:
+    assert candidate_tokens(text) == reference_candidate_tokens(text)
 
 
 def test_candidate_tokens_classes() -> None:
