@@ -181,6 +181,7 @@ def evaluate(
     result = replayed.as_json(with_rows=with_rows)
     result["sim"] = None
     if sim:
+        from factrail.eval.gate import SimPrices
         from factrail.eval.sim import run_sim
 
         _, sim_totals = run_sim(
@@ -195,7 +196,7 @@ def evaluate(
         )
         result["sim"] = sim_totals.get("rails")
         result["sim_strategies"] = sim_totals
-        result["sim_prices"] = {"profile": price, "cache_ttl_s": cache_ttl_s, "model": price_model}
+        result["sim_prices"] = SimPrices(price, cache_ttl_s, price_model).as_json()
     return result
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +48,9 @@ class SimFigures:
             above=int(figures["above"]),
         )
 
-    def as_json(self) -> dict[str, float | int]:
+    def as_json(self) -> dict[str, Any]:
         """As a baseline file holds them."""
-        return {
-            "rate": self.rate,
-            "billed_ratio": self.billed_ratio,
-            "cache_share": self.cache_share,
-            "above": self.above,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +72,8 @@ class SimPrices:
         )
 
     def as_json(self) -> dict[str, Any]:
-        """As `eval --sim` reports them."""
-        return {"profile": self.profile, "cache_ttl_s": self.cache_ttl_s, "model": self.model}
+        """As `eval --sim` reports them (`sim_prices`)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -287,13 +287,14 @@ async def _simulate(
                         name, doc, model=model, cache_ttl_s=cache_ttl_s
                     )
                     sent = result.document if result.document is not None else context
-                    run.row.bets += result.outcome == "compacted" and result.decision == "pays"
                 elif s == "none" or not pressured:
                     sent = context
                 else:
                     sent = rivals[s](context, rules_actions(context, PRESERVE_RECENT))
                 run.request(sent, full, previous_full, at_stake, visibility)
             previous_full, previous_i = full, i
+        if "rails" in runs and (state := compactor.state.load(name)) is not None:
+            runs["rails"].row.bets = state.bets or 0  # the step counts them
         compactor.close()
         rows.extend(run.row for run in runs.values())
     return rows

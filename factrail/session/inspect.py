@@ -120,7 +120,8 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
 def render(data: Mapping[str, Any], *, results: int = 20) -> str:
     """`report` as text: one block per compaction, then its reduced results side by side."""
     lines = [
-        f"session {data['session']}: {data['compactions']} compaction(s){_bets(data)},"
+        f"session {data['session']}: {data['compactions']}"
+        f" compaction(s){_bets(data['compactions'], data.get('bets'))},"
         f" {data['reduced_results']} result(s) reduced, {data['frozen_calls']} call(s) frozen"
         + (", tainted (judged by the rules or a local judge only)" if data["tainted"] else "")
     ]
@@ -201,12 +202,10 @@ def _bill_line(b: Mapping[str, float]) -> str:
     )
 
 
-def _bets(data: Mapping[str, Any]) -> str:
+def _bets(compactions: int, bets: int | None) -> str:
     """`, N on a bet` after a count of compactions (records before the twenty-second session
     did not count their bets: nothing is said of them)."""
-    if not data.get("compactions") or data.get("bets") is None:
-        return ""
-    return f", {data['bets']} on a bet"
+    return "" if not compactions or bets is None else f", {bets} on a bet"
 
 
 def listing(rows: Sequence[Recent]) -> str:
@@ -216,8 +215,11 @@ def listing(rows: Sequence[Recent]) -> str:
     for r in rows:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.updated_ms / 1000))
         figure = "" if r.bill is None else f"  {r.bill['ratio']:.3f}× of sent whole"
-        counts = {"compactions": r.compactions, "bets": r.bets}
-        done = f"  {r.compactions} compaction(s){_bets(counts)}" if r.compactions else ""
+        done = (
+            f"  {r.compactions} compaction(s){_bets(r.compactions, r.bets)}"
+            if r.compactions
+            else ""
+        )
         lines.append(f"{r.session}  {when} UTC{figure}{done}{'  (live)' if r.live else ''}")
     total = summary(rows)
     if total["ratio"] is not None:
