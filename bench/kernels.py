@@ -61,6 +61,50 @@ def _workload(args: argparse.Namespace) -> tuple[str, Callable[[], object]]:
     return f"{len(chosen)} largest sessions of {args.corpus} ({tokens:,} tokens)", run
 
 
+Rows = list[tuple[str, float, float, float]]
+"""`(case, ms with, ms without, median paired difference)`, most saved first."""
+
+
+def paired(
+    run: Callable[[], object], full: Kernels, cases: dict[str, Kernels], pairs: int, seed: int
+) -> Rows:
+    """Time `run` with `full` against each case, `pairs` rounds of alternating pairs (cases in a
+    shuffled order each round; which of a pair goes first alternates), after one warm-up each."""
+    for ks in (full, *cases.values()):  # warm every path once
+        _timed(run, ks)
+    rng = random.Random(seed)
+    on: dict[str, list[float]] = {n: [] for n in cases}
+    off: dict[str, list[float]] = {n: [] for n in cases}
+    for r in range(pairs):
+        order = list(cases)
+        rng.shuffle(order)
+        for name in order:
+            first, second = (full, cases[name]) if r % 2 == 0 else (cases[name], full)
+            a, b = _timed(run, first), _timed(run, second)
+            on[name].append(a if r % 2 == 0 else b)
+            off[name].append(b if r % 2 == 0 else a)
+    rows = [
+        (
+            name,
+            statistics.median(on[name]),
+            statistics.median(off[name]),
+            statistics.median(b - a for a, b in zip(on[name], off[name], strict=True)),
+        )
+        for name in cases
+    ]
+    return sorted(rows, key=lambda row: -row[3])
+
+
+def print_table(rows: Rows) -> None:
+    """The rows as a markdown table (share: the saving over the median ms with the kernel)."""
+    print("| kernel | ms with | ms without | saves (median pair) | share |")
+    print("|---|---:|---:|---:|---:|")
+    for name, with_ms, without_ms, saved in rows:
+        print(
+            f"| {name} | {with_ms:.1f} | {without_ms:.1f} | {saved:+.2f} | {saved / with_ms:+.1%} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", type=int, default=200_000)
@@ -81,31 +125,8 @@ def main() -> None:
     else:
         names = args.kernels.split(",") if args.kernels else list(full.on())
         cases = {CONTROL: full, **{n: full.without(n) for n in names}}
-    for ks in (full, *cases.values()):  # warm every path once
-        _timed(run, ks)
-    rng = random.Random(args.seed)
-    on: dict[str, list[float]] = {n: [] for n in cases}
-    off: dict[str, list[float]] = {n: [] for n in cases}
-    for r in range(args.pairs):
-        order = list(cases)
-        rng.shuffle(order)
-        for name in order:
-            first, second = (full, cases[name]) if r % 2 == 0 else (cases[name], full)
-            a, b = _timed(run, first), _timed(run, second)
-            on[name].append(a if r % 2 == 0 else b)
-            off[name].append(b if r % 2 == 0 else a)
     print(f"{label}, {args.pairs} alternating pairs, {sys.version.split()[0]}\n")
-    print("| kernel | ms with | ms without | saves (median pair) | share |")
-    print("|---|---:|---:|---:|---:|")
-    rows = []
-    for name in cases:
-        with_ms, without_ms = statistics.median(on[name]), statistics.median(off[name])
-        saved = statistics.median(b - a for a, b in zip(on[name], off[name], strict=True))
-        rows.append((saved, name, with_ms, without_ms))
-    for saved, name, with_ms, without_ms in sorted(rows, reverse=True):
-        print(
-            f"| {name} | {with_ms:.1f} | {without_ms:.1f} | {saved:+.2f} | {saved / with_ms:+.1%} |"
-        )
+    print_table(paired(run, full, cases, args.pairs, args.seed))
 
 
 if __name__ == "__main__":
