@@ -29,10 +29,11 @@ from typing import Any
 import orjson
 
 from factrail.core.analysis import Analysis
-from factrail.core.apply import Applied, Reduction, Selection, apply, prepare
-from factrail.core.facts import toks
+from factrail.core.apply import Applied, Reduction, apply, prepare
+from factrail.core.candidate_tokens import toks
 from factrail.core.model import Message, ToolResult, ToolUse, transcript_tokens
 from factrail.core.plan import rules_actions
+from factrail.core.render import Selection
 from factrail.core.text import compact_json
 from factrail.core.tokens import TokenCache, estimate_tokens
 from factrail.eval.corpora import load_corpus_dir

@@ -13,11 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from factrail.core.facts import FactScores, TokenScan, TokenSets
+from factrail.core.candidate_tokens import TokenScan, TokenSets
+from factrail.core.facts import FactScores
 
 if TYPE_CHECKING:
+    from factrail.core.cover import Middle
     from factrail.core.rails import Stub
-    from factrail.core.value import Middle
 
 MAX_MEMO_ENTRIES = 200_000
 """Past this many units or tokens, a unit- or token-keyed memo starts over (a bound on memory

@@ -13,55 +13,22 @@ from __future__ import annotations
 
 import heapq
 import re
-from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from factrail.core.analysis import Analysis
 from factrail.core.classify import read_is_observation, rerunnable_ids
-from factrail.core.facts import (
-    TokenScan,
-    fact_lines,
-    fact_tokens,
-    token_scan,
-    token_substrings,
-    unit_spans,
-)
 from factrail.core.marks import full_output_phrase, is_compacted
 from factrail.core.model import Action, Message, ToolResult, ToolUse, input_json
-from factrail.core.rails import (
-    FACT_HEAD_CHARS,
-    LAST_RESORT_TIER,
-    TIERS,
-    Stub,
-    evicted,
-    facts_only,
-    render_stub,
-    rerun_note,
-    stub_layout,
-    with_read_extras,
-)
-from factrail.core.readnotes import files_line, read_extras
+from factrail.core.pool import pool
+from factrail.core.rails import FACT_HEAD_CHARS, LAST_RESORT_TIER, TIERS, evicted, facts_only
+from factrail.core.render import DEFAULT_SELECTION, Renderer, Selection, Slot
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
-from factrail.core.value import (
-    Middle,
-    ValueContext,
-    ValueParts,
-    clean_cut,
-    contain_all,
-    message_contexts,
-    middle_tokens,
-    pool,
-    token_values,
-)
+from factrail.core.value import message_contexts
 
-SEARCH_SET_CHARS = 512
-"""Inputs and user texts this long are searched through `token_substrings`."""
-SEARCH_SET_CAP = 8
-"""… unless that set would hold more than this many substrings per char of the text."""
 INPUT_BRIEF_CHARS = 200
 """What each over-long string argument of a reduced call (160 for a read) is cut to."""
 RERUN_INPUT_CHARS = 160
@@ -72,8 +39,8 @@ report): the agent quotes them later, so its arguments stay whole."""
 NOTES_TOKEN_CHARS = 4
 """The shortest fact token `NOTES_FACTS` counts."""
 _BRIEFED = re.compile(r"…\[(?:factrail omitted )?\d+ chars\]\Z")
-"""A string already briefed (by factrail; the short form is what it wrote before the tenth
-session)."""
+"""A string already briefed by factrail (the short form without its name is an older
+factrail's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,15 +57,6 @@ class Reduction:
     model's window: results kept by their action (the recent ones) give way too, largest first,
     down to `rescue`."""
     rescue: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """How stubs choose fact lines: by token value, pooled across stubs, counting contained ids."""
-
-    value: bool = True
-    pool: bool = True
-    contain: bool = True
 
 
 @dataclass(slots=True)
@@ -132,274 +90,6 @@ def brief_value(value: Any, cap: int) -> Any:
     return value
 
 
-@dataclass(slots=True)
-class _Render:
-    text: str
-    tokens: int
-    parts: ValueParts | None = None
-    stub: Stub | None = None
-    facts: frozenset[str] | None = None
-
-
-@dataclass(slots=True)
-class _Slot:
-    """One result to reduce, with its renders cached per rail kind."""
-
-    tool_use_id: str
-    order: int
-    text: str
-    tokens: int
-    is_error: bool
-    rerunnable: bool
-    """A reproducible read: reduced to its re-run note."""
-    final: bool
-    quoted_read: bool = False
-    """A reproducible read the agent has quoted from: reduced as an observation, its stub
-    keeping what the re-run note would have carried."""
-    tier: int = 0
-    note_chars: int = 0
-    note_tokens: int = 0
-    """What a reduced render of this result grows by once its original is saved and its note
-    names the copy (`apply`'s `phrase`), in chars and estimated tokens."""
-    min_cut: int = 0
-    """The fewest chars a reduction of this result by the rails' tiers must save (`apply`'s
-    `min_cut`; past the hard line, and in the window rescue, any gain counts)."""
-    renders: dict[int, _Render] = field(default_factory=dict)
-    middles: dict[tuple[int, int], Middle] = field(default_factory=dict)
-    whole: _Render | None = None
-
-    def unchanged(self) -> _Render:
-        """The result kept as it is (one render, so its fact tokens are found once)."""
-        if self.whole is None:
-            self.whole = _Render(self.text, self.tokens)
-        return self.whole
-
-
-_NOTE = -1
-_NO_VALUES: Mapping[str, float] = {}
-_NO_CONTEXT = ValueContext(input="", user="", dist=1, reused=frozenset())
-
-
-class _Engine:
-    def __init__(
-        self,
-        head_chars: int,
-        selection: Selection,
-        memo: Analysis,
-        count: Callable[[str], int] = estimate_tokens,
-    ) -> None:
-        self.head_chars = head_chars
-        self.selection = selection
-        self.memo = memo
-        self.count = count
-        self.contexts: dict[str, ValueContext] = {}
-        self.searchables: dict[str, AbstractSet[str] | str] = {}
-
-    def units_of(self, text: str) -> list[str]:
-        """`units(text)`, from spans memoised for the stub cuts that follow."""
-        return [text[a:b] for a, b, _ in self._spans_of(text)]
-
-    def _spans_of(self, text: str) -> tuple[tuple[int, int, bool], ...]:
-        spans = self.memo.spans.get(text)
-        if spans is None:  # a tuple: kept, and no longer walked by the garbage collector
-            spans = self.memo.spans[text] = tuple(unit_spans(text))
-        return spans
-
-    def spans_between(self, text: str, start: int, end: int) -> tuple[tuple[int, int, bool], ...]:
-        """The text's own unit spans between two clean cuts (offsets into `text`: shifted by
-        `start`, they are `unit_spans(text[start:end])`)."""
-        spans = self._spans_of(text)
-        lo = bisect_left(spans, (start, -1, False))
-        hi = bisect_left(spans, (end, -1, False))
-        return spans[lo:hi]
-
-    def scan_of(self, text: str) -> TokenScan:
-        scan = self.memo.scans.get(text)
-        if scan is None:
-            scan = self.memo.scans[text] = token_scan(text)
-        return scan
-
-    def facts_of(self, r: _Render) -> frozenset[str]:
-        """The render's fact tokens."""
-        if r.facts is None:
-            r.facts = self.text_facts(r.text)
-        return r.facts
-
-    def text_facts(self, text: str) -> frozenset[str]:
-        """`fact_tokens(text)`, memoised by text (a later turn often renders the same)."""
-        found = self.memo.facts.get(text)
-        if found is None:
-            found = self.memo.facts[text] = frozenset(fact_tokens(text))
-        return found
-
-    def kind(self, slot: _Slot, tier: int) -> int:
-        if slot.rerunnable and len(slot.text) > TIERS[tier].read_keep:
-            return _NOTE
-        return max(tier, 1)  # tiers 0 and 1 treat observations alike
-
-    def render(self, slot: _Slot, tier: int) -> _Render:
-        if slot.final:
-            return slot.unchanged()
-        kind = self.kind(slot, tier)
-        r = slot.renders.get(kind)
-        if r is None:
-            r = self._render(slot, kind)
-            slot.renders[kind] = r
-        return r
-
-    def quotes_lost(self, text: str, tool_use_id: str) -> bool:
-        """Whether the agent has quoted from this read more than the files it named."""
-        quoted = self.contexts[tool_use_id].quoted
-        if not quoted:
-            return False
-        named = self.files_line(text)
-        return any(t not in named for t in quoted)
-
-    def files_line(self, text: str) -> str:
-        """`files_line(text)`, memoised by text."""
-        found = self.memo.files.get(text)
-        if found is None:
-            found = self.memo.files[text] = files_line(text)
-        return found
-
-    def read_extras(self, text: str) -> tuple[str, ...]:
-        """`read_extras(text)`, memoised by text (a quoted read's stub carries them on every
-        render)."""
-        found = self.memo.extras.get(text)
-        if found is None:
-            found = self.memo.extras[text] = tuple(read_extras(text, self.files_line(text)))
-        return found
-
-    def note(self, text: str, tool_use_id: str) -> str:
-        key = (text, tool_use_id)
-        out = self.memo.notes.get(key)
-        if out is None:
-            out = self.memo.notes[key] = rerun_note(text, tool_use_id, self.read_extras(text))
-        return out
-
-    def layout(self, text: str, is_error: bool, kind: int) -> Stub | None:
-        key = (text, is_error, kind, self.head_chars)
-        memo = self.memo.layouts
-        if key in memo:
-            return memo[key]
-        stub = memo[key] = stub_layout(
-            text, is_error, TIERS[kind], self.head_chars, self.memo.score, self.units_of
-        )
-        return stub
-
-    def _render(self, slot: _Slot, kind: int) -> _Render:
-        if kind == _NOTE:
-            return self._fit(slot, self.note(slot.text, slot.tool_use_id))
-        stub = self.layout(slot.text, slot.is_error, kind)
-        if stub is None:
-            return slot.unchanged()
-        middle = slot.text[stub.head_end : stub.tail_start]
-        parts: ValueParts | None = None
-        if self.selection.value:
-            parts = self._middle(slot, stub).parts(stub.budget)
-            lines = parts.lines()
-        else:
-            lines = fact_lines(middle, stub.budget, self.memo.score)
-        r = self._fit(slot, self.stub_text(slot, stub, lines))
-        if r.text is not slot.text:
-            r.parts, r.stub = parts, stub
-        return r
-
-    def stub_text(self, slot: _Slot, stub: Stub, lines: list[str]) -> str:
-        if slot.quoted_read:
-            lines = with_read_extras(lines, self.read_extras(slot.text))
-        return render_stub(
-            slot.text, stub, lines, is_error=slot.is_error, tool_use_id=slot.tool_use_id
-        )
-
-    def _fit(self, slot: _Slot, text: str) -> _Render:
-        """Keep the original unless the render, with its note as it will be sent, is shorter by
-        `slot.min_cut` at least."""
-        if len(text) + slot.note_chars + slot.min_cut >= len(slot.text):
-            return slot.unchanged()
-        return _Render(text, self.count(text) + slot.note_tokens)
-
-    def skeleton(self, text: str, start: int, end: int) -> tuple[Middle, set[str]]:
-        """The middle `text[start:end]` prepared under no values, and its candidate tokens."""
-        key = (text, start, end)
-        hit = self.memo.middles.get(key)
-        if hit is None:
-            scan = self.scan_of(text)
-            if clean_cut(text, start) and clean_cut(text, end):  # units located in the text
-                plan = Middle(
-                    text,
-                    _NO_VALUES,
-                    score=self.memo.score,
-                    tokens=self.memo.tokens,
-                    scan=scan,
-                    spans=self.spans_between(text, start, end),
-                )
-            else:
-                plan = Middle(
-                    text[start:end], _NO_VALUES, score=self.memo.score, tokens=self.memo.tokens
-                )
-            hit = self.memo.middles[key] = (plan, middle_tokens(text, start, end, scan))
-        return hit
-
-    def _middle(self, slot: _Slot, stub: Stub) -> Middle:
-        """The slot's middle under its values, once per cut (tiers may share a cut)."""
-        cut = (stub.head_end, stub.tail_start)
-        plan = slot.middles.get(cut)
-        if plan is None:
-            ctx = self.contexts.get(slot.tool_use_id, _NO_CONTEXT)
-            text = slot.text
-            skeleton, wanted = self.skeleton(text, *cut)
-            seen = self.scan_of(text).occurrences
-            values = token_values(text, ctx, wanted, self.memo.own, seen, self.searchable)
-            plan = skeleton.revalued(values)
-            slot.middles[cut] = plan
-        return plan
-
-    def searchable(self, text: str) -> AbstractSet[str] | str:
-        """`text`, or for a long one the set of its token substrings: the candidate tokens of
-        a result are looked up in its call's input and the user's text, each of thousands
-        would scan the text again."""
-        if len(text) < SEARCH_SET_CHARS:
-            return text
-        hit = self.searchables.get(text)
-        if hit is None:
-            subs = token_substrings(text, cap=SEARCH_SET_CAP * len(text))
-            hit = self.searchables[text] = text if subs is None else subs
-        return hit
-
-    def next_move(self, slot: _Slot) -> tuple[float, int, int] | None:
-        """(score, tier, gain) of the first stricter tier that saves tokens."""
-        if slot.final:
-            return None
-        cur = self.render(slot, slot.tier)
-        for tier in range(slot.tier + 1, len(TIERS)):
-            new = self.render(slot, tier)
-            gain = cur.tokens - new.tokens
-            if gain > 0:
-                lost = len(self.facts_of(cur) - self.facts_of(new))
-                return gain / (1 + lost), tier, gain
-        return None
-
-    def prepare(self, text: str, is_error: bool, tool_use_id: str) -> None:
-        """Learn what every rail kind of one result needs before any values are known (its
-        re-run note is learnt last: a result with one was prepared already)."""
-        if (text, tool_use_id) in self.memo.notes:
-            return
-        self.text_facts(text)
-        for kind in range(1, len(TIERS)):
-            stub = self.layout(text, is_error, kind)
-            if stub is not None and self.selection.value:
-                plan, wanted = self.skeleton(text, stub.head_end, stub.tail_start)
-                # The token-only terms of the values (the rest shifts with every turn), and the
-                # keys of those values contained in each unit (their order never shifts).
-                values = token_values(
-                    text, _NO_CONTEXT, wanted, self.memo.own, self.scan_of(text).occurrences
-                )
-                if self.selection.pool and self.selection.contain:
-                    contain_all(plan, values)
-        self.note(text, tool_use_id)
-
-
 def _tokens_of(
     messages: Sequence[Message], count: Callable[[str], int]
 ) -> tuple[int, dict[int, int]]:
@@ -416,14 +106,14 @@ def _tokens_of(
     return total, sizes
 
 
-def _size(engine: _Engine, slot: _Slot, texts: Mapping[str, str]) -> int:
+def _size(engine: Renderer, slot: Slot, texts: Mapping[str, str]) -> int:
     """The size of the slot's text in `texts` (its chosen render's, unless pooling changed it)."""
     text = texts[slot.tool_use_id]
     r = engine.render(slot, slot.tier)
     return r.tokens if text is r.text else engine.count(text) + slot.note_tokens
 
 
-def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> tuple[int, int]:
+def _escalate(engine: Renderer, slots: list[Slot], after: int, need: float) -> tuple[int, int]:
     """Move results to stricter tiers by best gain per lost fact token until `need` is met.
 
     A slot enters the heap with its current size as a bound on its next move's score (a move
@@ -434,7 +124,7 @@ def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> t
     """
     heap: list[tuple[float, int, int, int]] = []  # (-score, order, tier, gain); tier -1: bound
 
-    def push(slot: _Slot) -> None:
+    def push(slot: Slot) -> None:
         if not slot.final:
             heapq.heappush(heap, (-float(engine.render(slot, slot.tier).tokens), slot.order, -1, 0))
 
@@ -457,8 +147,8 @@ def _escalate(engine: _Engine, slots: list[_Slot], after: int, need: float) -> t
 
 
 def _pool(
-    engine: _Engine,
-    slots: list[_Slot],
+    engine: Renderer,
+    slots: list[Slot],
     texts: dict[str, str],
     messages: Sequence[Message],
 ) -> None:
@@ -503,7 +193,7 @@ def _pool(
 
 
 def _brief_old_inputs(
-    slots: list[_Slot],
+    slots: list[Slot],
     uses: Mapping[str, ToolUse],
     briefed: dict[str, dict[str, Any]],
     after: int,
@@ -526,7 +216,7 @@ def _brief_old_inputs(
     return after
 
 
-def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: float) -> int:
+def _last_resort(slots: list[Slot], texts: dict[str, str], after: int, need: float) -> int:
     """Oldest first: keep only fact lines, then evict, while above `need`. A result reduced by
     an earlier compaction is left as it is: rewriting its note would break the prompt cache
     from there on and lose where its whole output is."""
@@ -544,13 +234,13 @@ def _last_resort(slots: list[_Slot], texts: dict[str, str], after: int, need: fl
     return after
 
 
-def _shrinks(slot: _Slot, cur: str, new: str) -> bool:
+def _shrinks(slot: Slot, cur: str, new: str) -> bool:
     """Whether `new` is shorter than `cur` as sent (a first reduction adds the saved note).
     Past the hard line any gain counts: `slot.min_cut` is for the rails' tiers."""
     return len(new) + (slot.note_chars if cur is slot.text else 0) < len(cur)
 
 
-def _gain(slot: _Slot, cur: str, new: str, count: Callable[[str], int]) -> int:
+def _gain(slot: Slot, cur: str, new: str, count: Callable[[str], int]) -> int:
     """The tokens saved by sending `new` for `cur` (a first reduction adds the saved note)."""
     return count(cur) - count(new) - (slot.note_tokens if cur is slot.text else 0)
 
@@ -562,7 +252,7 @@ class _NoteGrowth:
         self.phrase = phrase
         self.count = count
 
-    def of(self, slot: _Slot) -> _Slot:
+    def of(self, slot: Slot) -> Slot:
         """`slot` with its `note_chars` and `note_tokens` (none without a phrase)."""
         if self.phrase is not None:
             saved = self.phrase(slot.tool_use_id)
@@ -589,13 +279,13 @@ def _kept_slots(
     sizes: Mapping[int, int],
     start: int,
     growth: _NoteGrowth,
-) -> list[_Slot]:
+) -> list[Slot]:
     """The results kept by their action that a rescue may cut, largest first (never one
     already reduced, frozen, or kept verbatim: those are in `final`); as observations (a re-run
     note would not fit either)."""
     out = [
         growth.of(
-            _Slot(r.tool_use_id, 0, r.text, sizes[id(r)], r.is_error, rerunnable=False, final=False)
+            Slot(r.tool_use_id, 0, r.text, sizes[id(r)], r.is_error, rerunnable=False, final=False)
         )
         for r in _first_results(messages)
         if actions.get(r.tool_use_id, "keep") == "keep"
@@ -609,7 +299,7 @@ def _kept_slots(
 
 
 def _rescue(
-    engine: _Engine, slots: list[_Slot], texts: dict[str, str], after: int, need: float
+    engine: Renderer, slots: list[Slot], texts: dict[str, str], after: int, need: float
 ) -> int:
     """Largest first, cut results the agent still works with to their strictest stub (head,
     fact lines, tail), then to their fact lines, while above `need`: the request would not fit
@@ -642,7 +332,7 @@ def apply(
     *,
     reduction: Reduction,
     head_chars: int = FACT_HEAD_CHARS,
-    selection: Selection = Selection(),
+    selection: Selection = DEFAULT_SELECTION,
     final: AbstractSet[str] = frozenset(),
     count: Callable[[str], int] = estimate_tokens,
     memo: Analysis | None = None,
@@ -665,11 +355,11 @@ def apply(
             uses.setdefault(u.tool_use_id, u)
     before, sizes = _tokens_of(messages, count)
     rerunnable = rerunnable_ids(messages)
-    engine = _Engine(head_chars, selection, Analysis() if memo is None else memo, count)
+    engine = Renderer(head_chars, selection, Analysis() if memo is None else memo, count)
     engine.contexts = message_contexts(
         messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
     )
-    slots: list[_Slot] = []
+    slots: list[Slot] = []
     growth = _NoteGrowth(phrase, count)
     for r in _first_results(messages):
         rid = r.tool_use_id
@@ -679,7 +369,7 @@ def apply(
         quoted = read and engine.quotes_lost(r.text, rid)
         slots.append(
             growth.of(
-                _Slot(
+                Slot(
                     tool_use_id=rid,
                     order=len(slots),
                     text=r.text,
@@ -745,14 +435,14 @@ def prepare(
     memo: Analysis,
     *,
     head_chars: int = FACT_HEAD_CHARS,
-    selection: Selection = Selection(),
+    selection: Selection = DEFAULT_SELECTION,
     between: Callable[[], object] = lambda: None,
 ) -> None:
     """Learn, into `memo`, what a later `apply` will need about every result not reduced yet
     (a session's proxy calls it on turns below the trigger, off the request's path), and forget
     what no live result needs. Only new results cost anything; `between` runs after each one
     (a background caller yields the interpreter there)."""
-    engine = _Engine(head_chars, selection, memo)
+    engine = Renderer(head_chars, selection, memo)
     live: list[str] = []
     for m in messages:
         for r in m.tool_results:

@@ -1,27 +1,22 @@
-"""Fact lines: the short pieces of a tool output most likely to matter later.
+"""Fact lines: the short units of a tool output most likely to matter later.
 
-A text is cut into units (lines, JSON-escaped lines, long lines split near 200 chars); each unit
-scores one point per fact pattern it matches (errors, HTTP codes, paths, versions, hex ids,
-endpoints, counters, quantities, big numbers, file names, receipts). Our own mark lines are never
-units, so a note is never picked as a fact.
+Each unit (`factrail.core.units`) scores one point per fact pattern it matches (errors, HTTP
+codes, paths, versions, hex ids, endpoints, counters, quantities, big numbers, file names,
+receipts); the best-scoring distinct units under a budget are a result's fact lines. Fact
+tokens (paths, hex ids, multi-digit numbers) are what the escalation counts as lost.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 
 from factrail.core.kernels import active
-from factrail.core.marks import is_mark_line
+from factrail.core.marks import has_mark_phrase, is_mark_line
+from factrail.core.units import units
 
 _K = active()
-
-FACT_LINE_CHARS = 200
-_SPLIT_MIN = 100
-_SEPARATORS = (", ", "; ", " | ", " ")
 
 _HEX = r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
 """Hex id: 7–40 hex chars with at least one digit and one letter (not `1234567`, not `defaced`)."""
@@ -76,81 +71,7 @@ FACT_TOKEN = re.compile(
     r"|\b(?:(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,40}\b|\d[\d.,:]*\d\b))"
 )
 
-_DIG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
-_DIG_OR_BREAK = re.compile(r"\n|[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}")
-_WRD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{7,}")
-_WRD_OR_BREAK = re.compile(r"\n|[A-Za-z_][A-Za-z0-9_./-]{7,}")
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9_.:/@#-]{6,}")
-"""A run of the chars every candidate token is made of, long enough to hold one."""
-_HAS_DIGIT = re.compile(r"[0-9]")
 _ANY_DIGIT = re.compile(r"\d")
-_TRAILING = ".:,"
-
-
-def _has_mark(text: str) -> bool:
-    return "[factrail omitted " in text or "compaction truncated " in text
-
-
-def _is_mark(line: str) -> bool:
-    """`is_mark_line`, skipping its regexes on the lines that hold neither mark phrase."""
-    return _has_mark(line) and is_mark_line(line)
-
-
-def _part_spans(part: str, at: int, out: list[tuple[int, int, bool]]) -> None:
-    """The units of one stripped-to-be piece of a line starting at offset `at` (see `units`)."""
-    stripped = part.strip()
-    if not stripped:
-        return
-    start = at + len(part) - len(part.lstrip())
-    if len(stripped) <= FACT_LINE_CHARS:
-        out.append((start, start + len(stripped), True))
-        return
-    rest, clean = stripped, True
-    while len(rest) > FACT_LINE_CHARS:
-        window = rest[:FACT_LINE_CHARS]
-        c = max(window.rfind(sep) for sep in _SEPARATORS)
-        hard = c <= _SPLIT_MIN
-        cut = FACT_LINE_CHARS if hard else c + 1
-        head = rest[:cut]
-        piece = head.strip()
-        if piece:
-            lead = len(head) - len(head.lstrip())
-            out.append((start + lead, start + lead + len(piece), clean and not hard))
-        tail = rest[cut:]
-        rest = tail.strip()
-        start += cut + len(tail) - len(tail.lstrip())
-        clean = not hard
-    if rest:
-        out.append((start, start + len(rest), clean))
-
-
-def unit_spans(text: str) -> list[tuple[int, int, bool]]:
-    """`(start, end, clean)` of every unit of `text` (`units(text)[i] == text[start:end]`);
-    `clean`: no token char touches either edge, so a token of the text never straddles it
-    (false only beside a long line cut at 200 chars with no separator to cut at)."""
-    marked = _has_mark(text)
-    if (kernel := _K.unit_spans) is not None and not marked:
-        return kernel(text)
-    out: list[tuple[int, int, bool]] = []
-    pos = 0
-    for line in text.split("\n"):
-        if not (marked and _is_mark(line)):
-            if "\\n" in line:
-                at = pos
-                for part in line.split("\\n"):
-                    _part_spans(part, at, out)
-                    at += len(part) + 2
-            else:
-                _part_spans(line, pos, out)
-        pos += len(line) + 1
-    return out
-
-
-def units(text: str) -> list[str]:
-    """The text cut into trimmed pieces of at most 200 chars (mark lines left out): its lines,
-    then each line at its escaped newlines, then long pieces near 200 chars, at a separator past
-    the first 100 chars when there is one."""
-    return [text[a:b] for a, b, _ in unit_spans(text)]
 
 
 def fact_score(unit: str) -> int:
@@ -489,164 +410,9 @@ def facts_reach(
 
 def fact_tokens(text: str) -> set[str]:
     """The FACT_TOKENs of `text` outside its mark lines."""
-    marked = _has_mark(text)
+    marked = has_mark_phrase(text)
     if (kernel := _K.fact_tokens) is not None:  # it leaves out the mark lines itself
         return kernel(text, FACT_TOKEN.findall, is_mark_line if marked else None)
     if marked:
-        text = "\n".join(line for line in text.split("\n") if not _is_mark(line))
+        text = "\n".join(line for line in text.split("\n") if not is_mark_line(line))
     return set(FACT_TOKEN.findall(text))
-
-
-def token_occurrences(s: str) -> dict[str, tuple[int, int]]:
-    """`(count, first start)` of every token of `toks(s)`, counted over the matches it is cut
-    from: a token seen only inside a longer match is not counted there."""
-    return token_scan(s).occurrences
-
-
-@dataclass(frozen=True, slots=True)
-class TokenScan:
-    """Every kept candidate-token match of one text, from one scan of each token regex.
-
-    `occurrences` is `token_occurrences(text)`; the matches of each regex are listed by start
-    offset, so the tokens of any stretch no token straddles are two slices of them. Tuples: a
-    session keeps its scans, and the garbage collector stops walking a tuple of strs and ints.
-    """
-
-    occurrences: dict[str, tuple[int, int]]
-    digit_starts: tuple[int, ...]
-    digit_found: tuple[str, ...]
-    word_starts: tuple[int, ...]
-    word_found: tuple[str, ...]
-
-    def between(self, start: int, end: int) -> frozenset[str]:
-        """The tokens of the matches that start in `[start, end)`, gathered in `toks` order."""
-        ds, ws = self.digit_starts, self.word_starts
-        out = set(self.digit_found[bisect_left(ds, start) : bisect_left(ds, end)])
-        out.update(self.word_found[bisect_left(ws, start) : bisect_left(ws, end)])
-        return frozenset(out)
-
-
-def token_scan(text: str) -> TokenScan:
-    """`TokenScan` of `text`."""
-    if (kernel := _K.token_scan) is not None:
-        return TokenScan(*kernel(text))
-    out: dict[str, tuple[int, int]] = {}
-    get = out.get
-    digit = _HAS_DIGIT.search
-    lists: list[tuple[list[int], list[str]]] = []
-    for regex, least, word in ((_DIG, 6, False), (_WRD, 8, True)):
-        starts: list[int] = []
-        found: list[str] = []
-        for m in regex.finditer(text):
-            t = m.group().rstrip(_TRAILING)
-            if len(t) < least:
-                continue
-            if word:
-                if not ("/" in t or "_" in t or "." in t) or digit(t):
-                    continue
-            elif not digit(t):
-                continue
-            at = m.start()
-            hit = get(t)
-            out[t] = (1, at) if hit is None else (hit[0] + 1, hit[1])
-            starts.append(at)
-            found.append(t)
-        lists.append((starts, found))
-    (ds, df), (ws, wf) = lists
-    return TokenScan(out, tuple(ds), tuple(df), tuple(ws), tuple(wf))
-
-
-def token_substrings(text: str, cap: int) -> frozenset[str] | None:
-    """Every substring of 6 chars or more of `text`'s runs of token chars, or None when there
-    would be more than `cap` (a long run: a hash, a blob).
-
-    A candidate token (`toks`: only those chars, at least 6 of them) lies inside one such run
-    wherever it occurs, so it occurs in `text` exactly when it is in this set: one lookup, where
-    `token in text` scans the text again for each of thousands of tokens.
-    """
-    runs = [m.group() for m in _TOKEN_RUN.finditer(text)]
-    if sum((len(r) - 5) * (len(r) - 4) // 2 for r in runs) > cap:
-        return None
-    return frozenset(
-        r[a:b] for r in runs for a in range(len(r) - 5) for b in range(a + 6, len(r) + 1)
-    )
-
-
-def toks(s: str) -> set[str]:
-    """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
-    if (kernel := _K.toks) is not None:
-        return kernel(s)
-    digit = _HAS_DIGIT.search
-    out = {t for m in _DIG.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6 and digit(t)}
-    for m in _WRD.findall(s):
-        t = m.rstrip(_TRAILING)
-        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
-            out.add(t)
-    return out
-
-
-def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
-    """`toks` of every unit, from two scans of the units joined by newlines (no token holds
-    one, so each match lies in one unit)."""
-    if (kernel := _K.toks_each) is not None:
-        return kernel(units)
-    joined = "\n".join(units)
-    if joined.count("\n") != len(units) - 1:
-        return [frozenset(toks(u)) for u in units]
-    found: list[set[str]] = [set() for _ in units]
-    k = 0
-    digit = _HAS_DIGIT.search
-    for m in _DIG_OR_BREAK.findall(joined):
-        if m == "\n":
-            k += 1
-        elif len(t := m.rstrip(_TRAILING)) >= 6 and digit(t):
-            found[k].add(t)
-    k = 0
-    for m in _WRD_OR_BREAK.findall(joined):
-        if m == "\n":
-            k += 1
-            continue
-        t = m.rstrip(_TRAILING)
-        if len(t) >= 8 and ("/" in t or "_" in t or "." in t) and not digit(t):
-            found[k].add(t)
-    return [frozenset(f) for f in found]
-
-
-class TokenSets:
-    """`toks` memoised across one compaction; `many` tokenises the misses in one scan."""
-
-    __slots__ = ("_memo",)
-
-    def __init__(self) -> None:
-        self._memo: dict[str, frozenset[str]] = {}
-
-    def __call__(self, s: str) -> frozenset[str]:
-        hit = self._memo.get(s)
-        if hit is None:
-            hit = self._memo[s] = frozenset(toks(s))
-        return hit
-
-    def __len__(self) -> int:
-        return len(self._memo)
-
-    def many(self, units: Sequence[str]) -> list[frozenset[str]]:
-        """The tokens of every unit of `units`."""
-        memo = self._memo
-        missing = list({u: None for u in units if u not in memo})
-        if missing:
-            memo.update(zip(missing, toks_each(missing), strict=True))
-        return [memo[u] for u in units]
-
-
-Tokens = Callable[[str], AbstractSet[str]]
-"""A tokenizer: `toks`, or a `TokenSets` shared across one compaction."""
-
-
-def token_sets(units: Sequence[str], tokens: Tokens = toks) -> list[AbstractSet[str]]:
-    """`[frozenset(tokens(u)) for u in units]`, in one scan when `tokens` is `toks` or
-    `TokenSets`."""
-    if tokens is toks:
-        return list(toks_each(units))
-    if isinstance(tokens, TokenSets):
-        return list(tokens.many(units))
-    return [frozenset(tokens(u)) for u in units]

@@ -3,9 +3,9 @@
 `active()` is the one `Kernels` the engine runs with, chosen once at import: the functions of
 the extension `factrail.core._speedups` (`_speedups.c`), or none of them when it is not built or
 `FACTRAIL_PURE_PYTHON=1`. A field that is None runs the Python it stands in for, which stays the
-definition and the fallback; every kernel is output-identical to it. `facts`, `value`, `tokens`
-and `redact` bind that object (never its fields) at import, so `use()` switches what they all
-run, kernel by kernel (the parity tests, `bench/kernels.py`).
+definition and the fallback; every kernel is output-identical to it. The modules that run a
+kernel bind that object (never its fields) at import, so `use()` switches what they all run,
+kernel by kernel (the parity tests, `bench/kernels.py`, `bench/kernels_real.py`).
 """
 
 from __future__ import annotations

@@ -58,14 +58,23 @@ def stub_detail(is_error: bool, kept: int) -> str:
     return f" of this output{error}{facts}"
 
 
+def has_mark_phrase(text: str) -> bool:
+    """Whether `text` holds the opening phrase of a mark (ours or a legacy engine's): a line
+    without one is never a mark line."""
+    return "[factrail omitted " in text or "compaction truncated " in text
+
+
 def is_mark_line(line: str) -> bool:
-    """Whether `line` is one whole note line we emit (or a legacy engine's mark)."""
+    """Whether `line` is one whole note line we emit (or a legacy engine's mark); the regexes
+    run only on a line holding a mark phrase."""
+    if not has_mark_phrase(line):
+        return False
     return _MARK_LINE.fullmatch(line) is not None or _LEGACY.search(line) is not None
 
 
 def mark_lines(text: str) -> list[str]:
     """Every mark line of `text`, in order."""
-    if "[factrail omitted " not in text and "compaction truncated " not in text:
+    if not has_mark_phrase(text):
         return []
     return [line for line in text.split("\n") if is_mark_line(line)]
 

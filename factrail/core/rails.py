@@ -1,4 +1,4 @@
-"""The fact rails: how one tool result is reduced at a tier.
+"""The fact rails: the shapes a reduced tool result takes at each tier (`render` picks one).
 
 A reproducible read becomes a one-line re-run note; a read the agent has quoted from is reduced
 as an observation instead, keeping what its note would have carried. An observation keeps its
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from factrail.core.facts import Score, fact_lines, fact_score, facts_reach, units
+from factrail.core.facts import Score, fact_lines, fact_score, facts_reach
 from factrail.core.marks import (
     EVICTED_DETAIL,
     FACTS_ONLY_DETAIL,
@@ -22,6 +22,7 @@ from factrail.core.marks import (
     stub_detail,
 )
 from factrail.core.readnotes import read_extras
+from factrail.core.units import units
 
 FACT_HEAD_CHARS = 200
 FACT_TAIL_CHARS = 120
@@ -49,9 +50,6 @@ TIERS = (
     RailTier(small=0, share=0.10, read_keep=0, dense_keep=0, dense_share=1.0),
 )
 LAST_RESORT_TIER = 4
-
-Select = Callable[[str, int], list[str]]
-"""Chooses a stub's fact lines from its middle under a char budget."""
 
 
 def rerun_note(text: str, tool_use_id: str, extras: Sequence[str] | None = None) -> str:
@@ -135,34 +133,6 @@ def render_stub(
     mark = note(stub.tail_start - stub.head_end, stub_detail(is_error, len(lines)), tool_use_id)
     facts = "\n".join(lines) + "\n…\n" if lines else ""
     return f"{text[: stub.head_end]}\n{mark}\n{facts}{text[stub.tail_start :]}"
-
-
-def reduce_result(
-    text: str,
-    *,
-    tool_use_id: str,
-    is_error: bool,
-    rerunnable: bool,
-    rails: RailTier,
-    head_chars: int = FACT_HEAD_CHARS,
-    select: Select = fact_lines,
-) -> str:
-    """`text` reduced at `rails`; never longer than `text` (the original stays if not shorter).
-
-    `rerunnable` says the call is a reproducible read whose output reported no failure; the
-    caller decides finality (an already reduced result is never passed here).
-    """
-    if rerunnable and not is_error and len(text) > rails.read_keep:
-        out = rerun_note(text, tool_use_id)
-    else:
-        stub = stub_layout(text, is_error, rails, head_chars)
-        if stub is None:
-            return text
-        middle = text[stub.head_end : stub.tail_start]
-        out = render_stub(
-            text, stub, select(middle, stub.budget), is_error=is_error, tool_use_id=tool_use_id
-        )
-    return out if len(out) < len(text) else text
 
 
 def facts_only(text: str, tool_use_id: str) -> str:

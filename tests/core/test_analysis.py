@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from factrail.core.analysis import MAX_MEMO_ENTRIES, Analysis
-from factrail.core.apply import Applied, Reduction, Selection, apply, prepare
+from factrail.core.apply import Applied, Reduction, apply, prepare
 from factrail.core.model import Action, Message, collect_tool_calls
+from factrail.core.render import Selection
 from factrail.eval.corpora import load_corpus_dir
 from factrail.eval.synthetic import corpus as synthetic
 from factrail.eval.synthetic_v2 import corpus as synthetic_v2

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from factrail.core import apply as apply_module
+from factrail.core import render as render_module
 from factrail.core.analysis import Analysis
-from factrail.core.apply import Reduction, Selection, apply, brief_value
+from factrail.core.apply import Reduction, apply, brief_value
 from factrail.core.marks import (
     full_output_phrase,
     is_compacted,
@@ -18,6 +19,7 @@ from factrail.core.marks import (
     swap_full_output_note,
 )
 from factrail.core.model import Action, Message, ToolResult, ToolUse
+from factrail.core.render import Selection
 from factrail.core.text import compact_json
 from factrail.core.tokens import estimate_tokens
 
@@ -383,13 +385,13 @@ def test_a_quoted_reads_extras_are_found_once_however_often_its_stub_is_rendered
     would carry is found once per text, and a later compaction with the same memo finds it
     no more."""
     found: list[str] = []
-    real = apply_module.read_extras
+    real = render_module.read_extras
 
     def counting(text: str, files: str | None = None) -> list[str]:
         found.append(text)
         return real(text, files)
 
-    monkeypatch.setattr(apply_module, "read_extras", counting)
+    monkeypatch.setattr(render_module, "read_extras", counting)
     quoted = _quoting("Condition 3 takes 109.411 ms on average.")
     memo = Analysis()
     first = apply(quoted, {"r": "drop_result"}, reduction=Reduction(0.8, 0.0), memo=memo)

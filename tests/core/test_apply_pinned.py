@@ -33,8 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from factrail.core.apply import Reduction, Selection, apply
+from factrail.core.apply import Reduction, apply
 from factrail.core.model import Message, collect_tool_calls
+from factrail.core.render import Selection
 from factrail.eval.corpora import load_corpus_dir
 from factrail.eval.synthetic import corpus as synthetic
 from factrail.eval.synthetic_v2 import corpus as synthetic_v2

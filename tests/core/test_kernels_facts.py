@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import facts, tokens
+from factrail.core import facts, tokens, units
 from factrail.core.facts import FACT_TOKEN, PATTERNS, FactScores
 from factrail.core.kernels import Kernels, use
 from factrail.core.marks import (
@@ -197,17 +197,17 @@ lines = st.lists(
 @FEW
 @given(st.one_of(lines, texts))
 def test_unit_spans(native: ModuleType, text: str) -> None:
-    spans = _same(native, lambda: facts.unit_spans(text))
+    spans = _same(native, lambda: units.unit_spans(text))
     assert native.unit_spans(text) == spans
     marked = f"{text}\n{note(12, '', 'toolu_1')}"
-    _same(native, lambda: facts.unit_spans(marked))
+    _same(native, lambda: units.unit_spans(marked))
 
 
 @pytest.mark.parametrize("sep", [" ", ", ", "; ", " | ", "\\n", "\t"])
 def test_unit_spans_at_the_cut_marks(native: ModuleType, sep: str) -> None:
     cuts = [f" {'a' * a}{sep}{'b' * b} " for a in range(96, 104) for b in range(95, 106)]
     ends = [f"x{'y' * size}{sep}z" for size in range(197, 203)]
-    _same(native, lambda: [facts.unit_spans(text) for text in cuts + ends])
+    _same(native, lambda: [units.unit_spans(text) for text in cuts + ends])
 
 
 _EDGES = (

@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factrail.core import value
-from factrail.core.facts import toks
+from factrail.core import cover, keyscan, pool
+from factrail.core.candidate_tokens import toks
+from factrail.core.cover import ValueParts
 from factrail.core.kernels import Kernels, use
-from factrail.core.value import KeyScanner, ValueParts
+from factrail.core.keyscan import KeyScanner
 
 FEW = settings(max_examples=300, deadline=None)
 
@@ -90,7 +91,7 @@ def test_merged(
     scanner = KeyScanner(keys | values.keys())
     got = _same(native, lambda: scanner.merged(units, own, values))
     with use(Kernels()):
-        py = value._merged(own, scanner.found_each(units), values)
+        py = keyscan.merged(own, scanner.found_each(units), values)
     assert got == py
     # a unit its found keys add nothing to keeps its frozenset itself, as `frozenset(held)` does
     assert [g is h for g, h in zip(got, own, strict=True)] == [
@@ -136,7 +137,7 @@ def test_pool(
         pre = [k for k in range(n) if k not in rest]
         tokens = [data.draw(_held(u)) for u in units] if known else []
         parts.append(ValueParts(units, pre, greedy, rest, values, tokens))
-    _same(native, lambda: value.pool(parts, side, contain=contain))
+    _same(native, lambda: pool.pool(parts, side, contain=contain))
 
 
 def test_a_key_holding_the_join_char_scans_each_text(native: ModuleType) -> None:
@@ -162,14 +163,14 @@ _ERROR_BITS = ("error", "ERROR", "eRRor", "erro", "r", "failed", "FAILED", "fail
 @FEW
 @given(st.lists(st.lists(st.sampled_from(_ERROR_BITS), max_size=6).map("".join), max_size=10))
 def test_error_units(native: ModuleType, units: list[str]) -> None:
-    got = _same(native, lambda: value._error_units(units))
-    assert got == [k for k, u in enumerate(units) if value._ERROR_PIECE.search(u)]
+    got = _same(native, lambda: cover._error_units(units))
+    assert got == [k for k, u in enumerate(units) if cover._ERROR_PIECE.search(u)]
 
 
 def test_error_units_of_known_units(native: ModuleType) -> None:
     units = ["ok", "Permission DENIED", "tracebac\u212a", "é timed out", "TimedOut", "xErrorx",
              "fatal: not a git repository", "goroutine 1 [running]: PANIC", "fata l"]  # fmt: skip
-    assert native.error_units(units, value._ERROR_PIECE.search) == [1, 2, 3, 5, 6, 7]
+    assert native.error_units(units, cover._ERROR_PIECE.search) == [1, 2, 3, 5, 6, 7]
 
 
 _UNITS = ("ok", "a", "bb", "error: 404", "x" * 12, "é", "")
@@ -185,12 +186,12 @@ _UNITS = ("ok", "a", "bb", "error: 404", "x" * 12, "é", "")
 def test_ranked(native: ModuleType, spec: list[tuple[str, int]]) -> None:
     units = [u for u, _ in spec]
     scores = [s for _, s in spec]
-    _same(native, lambda: value._ranked(units, scores))
+    _same(native, lambda: cover._ranked(units, scores))
 
 
 def test_bad_types_raise_type_error(native: ModuleType) -> None:
     calls: list[Callable[[], object]] = [
-        lambda: native.error_units(["ok", 1], value._ERROR_PIECE.search),
+        lambda: native.error_units(["ok", 1], cover._ERROR_PIECE.search),
         lambda: native.align_scan(iter([(0, 1)]), "x", [1], [set()], set()),
         lambda: native.align_scan(iter([]), "x", (1,), [set()], set()),
         lambda: native.align_scan(iter([]), b"x", [1], [set()], set()),

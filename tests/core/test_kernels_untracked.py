@@ -8,7 +8,7 @@ import gc
 import sys
 from types import ModuleType
 
-from factrail.core import facts
+from factrail.core import candidate_tokens
 
 TEXT = (
     "ERROR tests/test_api.py::test_items failed at src/app/items.py:42 (req-0042af)\n"
@@ -18,7 +18,7 @@ TEXT = (
 
 
 def test_token_sets_and_scans_are_untracked(native: ModuleType) -> None:
-    scan = facts.TokenScan(*native.token_scan(TEXT))
+    scan = candidate_tokens.TokenScan(*native.token_scan(TEXT))
     assert scan.occurrences
     assert not any(gc.is_tracked(v) for v in scan.occurrences.values())
     assert not gc.is_tracked(scan.occurrences)  # a dict of untracked values stays untracked
@@ -39,12 +39,12 @@ def test_spans_and_ranks_are_untracked(native: ModuleType) -> None:
 def test_scan_slices_are_untracked_unless_they_hold_a_container(native: ModuleType) -> None:
     """A unit's tokens sliced from a scan (`span_tokens`): untracked when the scan holds strs,
     tracked when a scan made elsewhere holds a container."""
-    scan = facts.TokenScan(*native.token_scan(TEXT))
+    scan = candidate_tokens.TokenScan(*native.token_scan(TEXT))
     spans = native.unit_spans(TEXT)
-    got = native.span_tokens(TEXT, spans, range(len(spans)), scan, 0, facts.toks)
+    got = native.span_tokens(TEXT, spans, range(len(spans)), scan, 0, candidate_tokens.toks)
     assert got[0] and not any(gc.is_tracked(s) for s in got)
-    odd = facts.TokenScan({}, (0,), (("a", "tuple"),), (), ())
-    (held,) = native.span_tokens("x", [(0, 1, True)], [0], odd, 0, facts.toks)
+    odd = candidate_tokens.TokenScan({}, (0,), (("a", "tuple"),), (), ())
+    (held,) = native.span_tokens("x", [(0, 1, True)], [0], odd, 0, candidate_tokens.toks)
     assert held == {("a", "tuple")} and gc.is_tracked(held)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from factrail.core.apply import Reduction, Selection, apply
+from factrail.core.apply import Reduction, apply
 from factrail.core.model import Action, Message, collect_tool_calls
+from factrail.core.render import Selection
 from factrail.eval.synthetic import corpus
 
 _KEPT = re.compile(r"of this output(?: \(error\))?, kept (\d+) fact lines?;")

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import pytest
+
+from factrail.core.analysis import Analysis
 from factrail.core.marks import (
     full_output_phrase,
     is_compacted,
     saved_output_phrase,
     swap_full_output_note,
 )
-from factrail.core.rails import TIERS, evicted, facts_only, reduce_result, rerun_note, stub_layout
+from factrail.core.rails import FACT_HEAD_CHARS, TIERS, evicted, facts_only, rerun_note, stub_layout
+from factrail.core.render import DEFAULT_SELECTION, Renderer, Selection, Slot
+from factrail.core.tokens import estimate_tokens
+
+
+def reduce_result(
+    text: str,
+    *,
+    tool_use_id: str,
+    is_error: bool,
+    rerunnable: bool,
+    tier: int,
+    selection: Selection = DEFAULT_SELECTION,
+) -> str:
+    """`text` reduced at `tier` by the renderer the engine reduces every result with."""
+    renderer = Renderer(FACT_HEAD_CHARS, selection, Analysis())
+    slot = Slot(tool_use_id, 0, text, estimate_tokens(text), is_error, rerunnable, final=False)
+    return renderer.render(slot, tier).text
 
 
 def test_rerun_note_golden() -> None:
@@ -25,9 +45,13 @@ def _log(n: int) -> str:
     return "\n".join(lines)
 
 
-def test_stub_layout_golden() -> None:
+@pytest.mark.parametrize("selection", [DEFAULT_SELECTION, Selection(value=False)])
+def test_stub_layout_golden(selection: Selection) -> None:
+    """The stub's lines chosen by token value or by regex alone."""
     text = "HEAD line one\nHEAD line two\n" + _log(600) + "\nTAIL done"
-    out = reduce_result(text, tool_use_id="u7", is_error=False, rerunnable=False, rails=TIERS[3])
+    out = reduce_result(
+        text, tool_use_id="u7", is_error=False, rerunnable=False, tier=3, selection=selection
+    )
     head, rest = out.split("\n[factrail omitted ", 1)
     assert text.startswith(head) and 100 < len(head) <= 200 and not head.endswith("\n")
     mark, rest = rest.split("\n", 1)
@@ -45,7 +69,7 @@ def test_stub_layout_golden() -> None:
 
 def test_error_keeps_a_long_head_and_says_so() -> None:
     text = _log(800)
-    out = reduce_result(text, tool_use_id="u2", is_error=True, rerunnable=False, rails=TIERS[3])
+    out = reduce_result(text, tool_use_id="u2", is_error=True, rerunnable=False, tier=3)
     assert out.index("\n[factrail omitted ") > 1000
     assert " of this output (error); " in out
 
@@ -53,7 +77,7 @@ def test_error_keeps_a_long_head_and_says_so() -> None:
 def test_small_and_dense_results_stay_whole() -> None:
     small = _log(100)
     assert reduce_result(small, tool_use_id="u", is_error=False, rerunnable=False,
-                         rails=TIERS[1]) == small  # fmt: skip
+                         tier=1) == small  # fmt: skip
     dense = "\n".join(f"pid {4000 + i}" for i in range(1500))
     assert stub_layout(dense, False, TIERS[1], 200) is None
     assert stub_layout(dense, False, TIERS[2], 200) is not None
@@ -61,17 +85,20 @@ def test_small_and_dense_results_stay_whole() -> None:
 
 def test_reads_become_notes_by_tier() -> None:
     text = "line of code\n" * 200
-    kwargs = {"tool_use_id": "u3", "is_error": False, "rerunnable": True}
-    assert reduce_result(text[:2900], rails=TIERS[0], **kwargs) == text[:2900]  # type: ignore[arg-type]
-    assert reduce_result(text, rails=TIERS[1], **kwargs).startswith("[factrail omitted 2600 ")  # type: ignore[arg-type]
+
+    def read(text: str, tier: int) -> str:
+        return reduce_result(text, tool_use_id="u3", is_error=False, rerunnable=True, tier=tier)
+
+    assert read(text[:2900], 0) == text[:2900]
+    assert read(text, 1).startswith("[factrail omitted 2600 ")
 
 
 def test_reduction_never_lengthens() -> None:
     # A stub whose head and tail are most of the text would not be shorter: keep the original.
     text = "a" * 200 + "\n" + "b" * 10 + "\n" + "c" * 120
-    for rails in TIERS:
+    for tier in range(len(TIERS)):
         out = reduce_result(text, tool_use_id="u" * 300, is_error=False, rerunnable=False,
-                            rails=rails)  # fmt: skip
+                            tier=tier)  # fmt: skip
         assert out == text
     assert facts_only("short", "u9") == "short"
     assert evicted("short", "u9") == "short"

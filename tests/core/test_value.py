@@ -11,35 +11,29 @@ from collections.abc import Set as AbstractSet
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from factrail.core.facts import (
-    pick_fact_lines,
-    scored_units,
+from factrail.core.candidate_tokens import (
+    middle_tokens,
     token_occurrences,
     token_scan,
     token_substrings,
     toks,
-    units,
 )
+from factrail.core.cover import Candidate, Middle, ValueParts, lazy_cover, value_parts
+from factrail.core.facts import pick_fact_lines, scored_units
+from factrail.core.keyscan import KeyScanner, ends
 from factrail.core.model import Message, ToolResult, ToolUse
+from factrail.core.pool import pool
+from factrail.core.units import units
 from factrail.core.value import (
     BETA,
     INTERCEPT,
     MU,
     SD,
-    Candidate,
-    KeyScanner,
-    Middle,
     ValueContext,
-    ValueParts,
-    _ends,
     _first_held,
     _first_holding,
-    lazy_cover,
     message_contexts,
-    middle_tokens,
-    pool,
     token_values,
-    value_parts,
 )
 
 TEXT = "build ok\nartifact build/app_v2.bin size 4096\nrequest id req-0042af done\n" * 3
@@ -463,10 +457,10 @@ def test_pool_with_one_shared_index_equals_the_per_stub_definition(
 @given(st.lists(st.text(alphabet="ab\x00é", max_size=5), max_size=8))
 def test_ends_are_where_each_text_ends_in_the_join(texts: list[str]) -> None:
     joined = "\x00".join(texts)
-    ends = _ends(texts)
-    starts = [0, *(e + 1 for e in ends[:-1])][: len(texts)]
-    assert [joined[a:b] for a, b in zip(starts, ends, strict=True)] == texts
-    assert not texts or ends[-1] == len(joined)
+    got = ends(texts)
+    starts = [0, *(e + 1 for e in got[:-1])][: len(texts)]
+    assert [joined[a:b] for a, b in zip(starts, got, strict=True)] == texts
+    assert not texts or got[-1] == len(joined)
 
 
 _HELD_PIECES = st.sampled_from(
