@@ -290,7 +290,8 @@ class Gateway:
             started = time.perf_counter()
             extra = _extra_tokens(data, doc)
             compactor = self.engine.compactor
-            seen = evidence(data, doc.messages, alias_keys(headers, data, doc, model))
+            identities = alias_keys(headers, data, doc, model, self.sessions.answered_by, session)
+            seen = evidence(data, doc.messages, identities)
             result = await compactor.compact(
                 session,
                 doc,

@@ -42,8 +42,8 @@ class Evidence:
     refs: tuple[ToolRef, ...] | None = None
     """Every call of the decoded wire body (None: the engine's messages are scanned)."""
     aliases: tuple[str, ...] = ()
-    """Other keys the session's taint is kept under (the client's own session id), so that it
-    survives a new head, a changed session header or the client's own compaction."""
+    """Every other identity the request carries (`session.keys.alias_keys`), which the session's
+    taint is kept and checked under, so that it survives a change of any of the others."""
     continued: str | None = None
     """Why the transcript may not show the session from its start (None: it does)."""
 

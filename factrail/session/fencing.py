@@ -7,22 +7,25 @@ from dataclasses import replace
 
 from factrail.policy.provenance import Evidence
 from factrail.policy.taint import TaintFence, command_refs, merge_taint, taint_write, tool_refs
+from factrail.session.keys import proves_start
 from factrail.session.turn import Turn
 from factrail.stores.state import SessionState
 
 Aliases = list[tuple[str, "SessionState | None", bool]]
-"""The client's own session keys: each with its state and whether the store answered."""
+"""The other identities the request carries (`keys.alias_keys`): each key with its state and
+whether the store answered."""
 
 
 def fence_turn(
     turn: Turn, evidence: Evidence, aliases: Aliases, fence: TaintFence, now_ms: int
 ) -> list[tuple[str, SessionState]]:
     """Scan the fence on every request, not only at compaction: a fenced call seen once
-    taints the session for good, under its key and under the client's own session id, even
-    after the client's compaction drops the call. A session is judged as if tainted whenever
-    it cannot be proven clean: the store failed, or the transcript continues one not seen from
-    its start. Sets `turn.taint` (and the session's origin); returns the records to write: the
-    aliases', then the session's own last when this turn tainted it."""
+    taints the session for good, under its key and every identity the request carries, even
+    after the client's compaction drops the call; a request sharing any of them with a tainted
+    one is tainted. A session is judged as if tainted whenever it cannot be proven clean: the
+    store failed for any of its keys, or the transcript continues one not seen from its start
+    (`keys.proves_start`). Sets `turn.taint` (and the session's origin); returns the records to
+    write: the aliases', then the session's own last when this turn tainted it."""
     whole = [*turn.head, *turn.work]  # a call the provider summarized still taints
     scanned = tool_refs(whole) if evidence.refs is None else command_refs(whole)
     scan = fence.scan([*(evidence.refs or ()), *scanned])
@@ -33,7 +36,8 @@ def fence_turn(
     if turn.state.origin is None:
         turn.state.origin = origin
     seen_whole = turn.state.origin == "start" or any(
-        alias is not None and alias.origin == "start" for _, alias, _ in aliases
+        alias is not None and alias.origin == "start" and proves_start(turn.session, key)
+        for key, alias, _ in aliases
     )
     unproven = None
     if not (turn.answered and all(ok for _, _, ok in aliases)):
@@ -45,7 +49,8 @@ def fence_turn(
     for key, alias, ok in aliases:
         record = taint_write(alias.taint if alias is not None else None, merged, now_ms)
         if ok and (alias is None or record is not None):
-            kept = alias or SessionState(plan={}, origin=origin)
+            proves = proves_start(turn.session, key)
+            kept = alias or SessionState(plan={}, origin=origin if proves else None)
             kept.taint = record or kept.taint
             writes.append((key, kept))
     record = taint_write(turn.state.taint, merged, now_ms)

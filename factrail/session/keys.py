@@ -3,7 +3,8 @@
 Every key is a blake2b hash (nothing in clear) behind a prefix naming its source: `h-` the
 caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a chain of provider-kept turns
 (Responses, Anthropic threads) whose start was not seen, `s-` the stable head and the first
-answer; the fence's aliases are `a-` the client's session id alone and `s-` the head alone.
+answer; the fence's aliases (`alias_keys`) are `a-` each session id the client names, alone,
+`s-` the head alone, and the session of the answer a request continues.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def session_key(
         return _key("c-", client, *head)
     if previous:
         return _key("r-", previous)
-    return _key("s-", *head, *_first_answer(doc))
+    return _key(HEAD_ALIAS, *head, *_first_answer(doc))
 
 
 def alias_keys(
@@ -78,29 +79,46 @@ def alias_keys(
     body: Mapping[str, Any],
     doc: Document | None = None,
     model: str = "",
+    chain: Chain | None = None,
+    session: str | None = None,
 ) -> tuple[str, ...]:
-    """Keys the fence keeps a session's taint under besides its own, so that it survives what
-    would change the key: the client's own session id alone (`a-`), whatever its head (its
-    compaction, a new session header); for a client that names no session, the head alone
-    (the key of its first request, and of every run of the same prompt: a client that trims
-    its oldest turns changes its first answer, never its head)."""
-    client = client_id(headers, body)
-    if client:
-        return (_key(CLIENT_ALIAS, client),)
-    named = _text(headers.get(SESSION_HEADER)) or previous_id(body)
-    if doc is None or named or not _first_answer(doc):
-        return ()
-    return (_key("s-", *_head(doc, model)),)
+    """Every identity a request carries besides its own key `session`, which the fence keeps
+    its taint under and checks, so that taint survives any change of the others: each session
+    id the client names (`a-`, alone: whatever its head, so a client's compaction keeps it);
+    the session of the answer it continues (`chain`); the stable head alone (`s-`: a new or
+    changed session header, a changed or dropped client id, a client trimming its oldest
+    turns). The head is left out when the transcript does not start at it (it continues a
+    provider-kept history) or holds no text. At most a dozen keys, each once."""
+    keys = [_key(CLIENT_ALIAS, client) for client in client_ids(headers, body)]
+    previous = previous_id(body)
+    known = chain(previous) if previous and chain is not None else None
+    if known:
+        keys.append(known)
+    head = _head(doc, model) if doc is not None and not previous else ()
+    if any(head[:-1]):
+        keys.append(_key(HEAD_ALIAS, *head))
+    return tuple(k for k in dict.fromkeys(keys) if k != session)
 
 
 CLIENT_ALIAS = "a-"
 """The prefix of the fence's record of a client's session id alone (`alias_keys`)."""
+HEAD_ALIAS = "s-"
+"""The prefix of a stable head alone: the key of a client that names no session before its
+first answer, and the fence's record of the head of every request."""
 
 
 def is_client_alias(key: str) -> bool:
     """Whether `key` is the fence's record of a client's session id (a taint that outlives the
     client's own compaction), not a session with turns and a bill of its own."""
     return key.startswith(CLIENT_ALIAS)
+
+
+def proves_start(session: str, alias: str) -> bool:
+    """Whether an alias record seen from its start shows that `session`'s transcript was seen
+    whole: a client's session id, or the answer it continues, does; a head does only for a
+    client that names no session (a run of its own prompt), never for a named session, whose
+    head another session may share."""
+    return not alias.startswith(HEAD_ALIAS) or session.startswith(HEAD_ALIAS)
 
 
 def _head(doc: Document, model: str) -> tuple[str, ...]:
@@ -125,17 +143,23 @@ def header_key(value: str) -> str:
 
 
 def client_id(headers: Mapping[str, str], body: Mapping[str, Any]) -> str | None:
-    """The client's own session id: Claude Code's `metadata.user_id` (its session part when
-    it has one), OpenAI `prompt_cache_key`, a session header, a Responses `client_metadata`."""
+    """The client's own session id: the first of `client_ids`."""
+    return next(iter(client_ids(headers, body)), None)
+
+
+def client_ids(headers: Mapping[str, str], body: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every session id the client names, in this order: Claude Code's `metadata.user_id`
+    (its session part when it has one), OpenAI `prompt_cache_key`, a session header, a
+    Responses `client_metadata`; each once."""
     metadata = body.get("metadata")
     user = _text(metadata.get("user_id")) if isinstance(metadata, dict) else None
-    if user:
-        return _claude_session(user)
     candidates = [body.get("prompt_cache_key"), *(headers.get(n) for n in CLIENT_HEADERS)]
     extra = body.get("client_metadata")
     if isinstance(extra, dict):
         candidates += [extra.get(n) for n in CLIENT_METADATA_KEYS]
-    return next((t for t in map(_text, candidates) if t), None)
+    named = [_claude_session(user)] if user else []
+    named += [t for t in map(_text, candidates) if t]
+    return tuple(dict.fromkeys(named))
 
 
 def _claude_session(user: str) -> str:

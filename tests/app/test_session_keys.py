@@ -13,7 +13,7 @@ from starlette.datastructures import Headers
 from factrail.core.formats import openai_chat
 from factrail.core.formats.base import Document
 from factrail.session import session_key
-from factrail.session.keys import alias_keys, client_id
+from factrail.session.keys import alias_keys, client_id, client_ids
 
 
 def doc(system: str = "You are a coding agent.", prompt: str = "Fix the build.") -> Document:
@@ -169,9 +169,33 @@ def test_runs_of_one_prompt_that_name_no_session_part_at_their_first_answer() ->
     assert key() not in (s_key(run_a), s_key(run_b))
     # The fence keeps a run's taint under the head too: the key of the first request of
     # every run of this prompt, which a client trimming its oldest turns keeps.
-    assert alias_keys(Headers({}), {}, run_a, "gpt-4o") == (key(),)
-    assert alias_keys(Headers({}), {}, run_b, "gpt-4o") == (key(),)
-    assert alias_keys(Headers({}), {}, doc(), "gpt-4o") == ()  # no answer: the key is the head
+    assert alias_keys(Headers({}), {}, run_a, "gpt-4o", session=s_key(run_a)) == (key(),)
+    assert alias_keys(Headers({}), {}, run_b, "gpt-4o", session=s_key(run_b)) == (key(),)
+    # No answer: the key is the head, never its own alias.
+    assert alias_keys(Headers({}), {}, doc(), "gpt-4o", session=key()) == ()
     named = alias_keys(Headers({}), {"prompt_cache_key": "pck"}, run_a, "gpt-4o")
-    assert len(named) == 1 and named[0].startswith("a-")
-    assert alias_keys(Headers({"x-factrail-session": "mine"}), {}, run_a, "gpt-4o") == ()
+    assert len(named) == 2 and named[0].startswith("a-") and named[1] == key()
+    assert alias_keys(Headers({"x-factrail-session": "mine"}), {}, run_a, "gpt-4o") == (key(),)
+
+
+def test_every_identity_a_request_carries_is_an_alias() -> None:
+    """Each client id (every source, each once), the session of the answer it continues, and
+    the head: a change of any one leaves the others to carry the taint."""
+    user = claude_user(SESSION_A)
+    headers = Headers({"session_id": SESSION_B, "x-factrail-session": "mine"})
+    body = {
+        "metadata": {"user_id": user},
+        "prompt_cache_key": SESSION_B,
+        "client_metadata": {"thread_id": "t-1", "session_id": SESSION_A},
+    }
+    found = alias_keys(headers, body, doc(), "gpt-4o")
+    assert client_ids(headers, body) == (SESSION_A, SESSION_B, "t-1")
+    assert len(found) == 4 and all(k.startswith("a-") for k in found[:3]) and found[3] == key()
+    assert not any(s in k for k in found for s in (SESSION_A, SESSION_B, "t-1"))
+    own = key({"x-factrail-session": "mine"})
+    assert own not in found  # the header names the session's own key
+    assert alias_keys(headers, body, doc(), "gpt-4o", session=found[0]) == found[1:]
+    chained = {"previous_response_id": "resp_1"}
+    known = alias_keys(Headers({}), chained, doc(), "gpt-4o", {"resp_1": own}.get)
+    assert known == (own,)  # the head of a continued chain is not its session's head
+    assert alias_keys(Headers({}), {}, openai_chat.parse([]), "gpt-4o") == ()

@@ -116,10 +116,12 @@ def sentinels() -> Sentinels:
 def transcript(
     s: Sentinels, calls: int = 10, fenced: bool = False, note: str = ""
 ) -> list[dict[str, Any]]:
-    """An agent transcript past a 3000-token trigger, with sentinels everywhere."""
+    """An agent transcript past a 3000-token trigger, with sentinels everywhere; a head of its
+    own (a fenced one's taint is kept under its head too)."""
+    task = f"Deploy with the key {s.credential} and fix build {uuid.uuid4().hex[:8]}.{note}"
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a careful coding agent."},
-        {"role": "user", "content": f"Deploy with the key {s.credential} and fix the build.{note}"},
+        {"role": "user", "content": task},
     ]
     for i in range(calls):
         name = FENCED_TOOL if fenced and i == 1 else "bash"
