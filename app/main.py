@@ -9,11 +9,14 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from app.bills import watch_bills
 from app.engine import Engine, build_engine
@@ -31,7 +34,7 @@ from factrail.core import kernels
 from factrail.judges import configured_judge, make_judge
 from factrail.judges.base import JudgeConfigError
 from factrail.settings import Settings
-from factrail.stores import open_state_store, state_url
+from factrail.stores import admin_key, open_state_store, state_url
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import DAY_SECONDS, OutputStore
 from factrail.stores.paths import data_root
@@ -86,13 +89,16 @@ def create_app(
     state: StateStore | None = None,
     outputs: OutputStore | None = None,
     engine_factory: EngineFactory = default_engine,
+    base_url: str = "http://127.0.0.1:8080",
 ) -> FastAPI:
-    """A gateway app; anything not given is built from `settings` when the app starts."""
-    cfg = settings or Settings()
+    """A gateway app; anything not given is built from `settings` when the app starts.
+    `base_url`: where it is served, for the login line of a first start."""
+    configured = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.info("factrail %s starting; engine kernels: %s", __version__, kernels.describe())
+        cfg = with_admin_key(configured, base_url)
         http = client or make_client(
             cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections, cfg.upstream_keepalive_s
         )
@@ -158,6 +164,10 @@ def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
     on one socket, sharing the state store, the saved outputs and (multiprocess mode) the
     metrics."""
     settings = _process_settings()
+    if workers > 1:
+        check_shared(settings)
+    base_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    settings = with_admin_key(settings, base_url)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -168,12 +178,29 @@ def serve(host: str = "127.0.0.1", port: int = 8080, workers: int = 1) -> None:
     }
     exit_zero_on_sigterm()
     if workers <= 1:
-        uvicorn.run(create_app(settings), **options)
+        uvicorn.run(create_app(settings, base_url=base_url), **options)
         return
-    check_shared(settings)
     with tempfile.TemporaryDirectory(prefix="factrail-metrics-") as shared:
         os.environ[MULTIPROC_ENV] = shared
+        # every worker wants the one key, kept in a file or (no data folder) made here alone
+        os.environ.setdefault("FACTRAIL_ADMIN_KEY", settings.admin_key.get_secret_value())
         uvicorn.run("app.main:worker_app", factory=True, workers=workers, **options)
+
+
+def with_admin_key(settings: Settings, base_url: str) -> Settings:
+    """`settings` holding the admin key, configured or else generated (`factrail.stores.
+    admin_key`: the login line said once, on stderr, by the process that made it), so the
+    admin surface is never open and the key is withheld from upstreams and redacted like any
+    configured secret."""
+    if settings.admin_key.get_secret_value().strip():
+        return settings
+    key = admin_key.load_or_create(settings, announce=partial(_announce, base_url))
+    return settings.model_copy(update={"admin_key": SecretStr(key)})
+
+
+def _announce(base_url: str, path: Path | None, key: str) -> None:
+    """Print the login line of a first start on stderr (not the log: it holds the key)."""
+    print(admin_key.login_line(path, key, base_url), file=sys.stderr, flush=True)
 
 
 def worker_app() -> FastAPI:

@@ -36,11 +36,13 @@ from app.request_body import Forward, Reject, classify
 from app.sessions import SessionMemory, bill, cache_broke, reach_share
 from app.upstream import (
     HeaderRules,
+    carries_secret,
     has_dot_segment,
     request_headers,
     response_headers,
     set_cookies,
     upstream_url,
+    withhold_query,
 )
 from app.usage import UsageReader
 from factrail.core.formats.base import Document, join_text
@@ -168,9 +170,12 @@ class Gateway:
         self.sessions = SessionMemory()
         self.cache_marks = CacheMarks(settings.cache_mark)
         """Places the frozen zone's cache breakpoint on Anthropic requests."""
-        admin_key = settings.admin_key.get_secret_value().encode()
-        self.header_rules = HeaderRules(settings.anthropic_authorization, (admin_key,))
-        """Where credentials may go (`Authorization` to Anthropic; the admin key nowhere)."""
+        self.admin_key = settings.admin_key.get_secret_value()
+        """What the admin surface wants (configured or generated: `app.main.with_admin_key`)."""
+        withheld = (self.admin_key.encode(),)
+        self.header_rules = HeaderRules(settings.anthropic_authorization, withheld)
+        """Where credentials may go (`Authorization` to Anthropic; the admin key nowhere, in
+        no header, query parameter or path: `carries_secret`)."""
 
     def cannot_reach_trigger(self, body: bytes) -> bool:
         """True when no estimate of `body` can reach the soft line of the model it names.
@@ -235,8 +240,11 @@ class Gateway:
         """The response, the outcome and what the compaction step did for one request (None:
         it did not get that far); never raises."""
         try:
-            if has_dot_segment(_raw_path(request.scope)):
+            path = _raw_path(request.scope)
+            if has_dot_segment(path):
                 raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
+            if any(carries_secret(path.encode("latin-1"), s) for s in self.header_rules.withheld):
+                raise RequestRejected(400, "the admin key is never forwarded", "invalid_path")
             body = await self._read_body(request)
             prepared = await self._prepare(route, body, request.headers)
             response = await self._forward(request, route, prepared, start)
@@ -333,7 +341,8 @@ class Gateway:
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Answer:
         scope = request.scope
-        url = upstream_url(self.bases[route.provider], _raw_path(scope), scope["query_string"])
+        query = withhold_query(scope["query_string"], self.header_rules.withheld)
+        url = upstream_url(self.bases[route.provider], _raw_path(scope), query)
         upstream_request = httpx.Request(
             scope["method"],
             url,

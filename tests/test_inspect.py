@@ -30,7 +30,7 @@ from factrail.session.inspect import (
 )
 from factrail.session.keys import header_key
 from factrail.settings import Settings
-from factrail.stores import open_state_store
+from factrail.stores import admin_key, open_state_store
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import SessionState
 from tests.integration.processes import metric_total
@@ -77,11 +77,12 @@ def test_the_report_says_what_was_kept_where_the_whole_is_and_what_it_cost(
     first = h["results"][0]
     assert first["kept_chars"] < first["original_chars"]
     cap = OutputStore(tmp_path / "outputs").capability(header_key("run-1"))
-    assert first["whole"] == f"{cap}/{first['id']}"
-    assert "[factrail omitted" in first["note"]
+    assert first["saved"] is True and "whole" not in first
+    assert "[factrail omitted" in first["note"] and "<capability>" in first["note"]
+    assert cap not in json.dumps(data)  # the report names no capability
     assert h["decision"] == "forced" and h["turns"] == 30  # five times the trigger
     text = render(data)
-    assert "tokens re-billed once" in text and first["whole"] in text
+    assert "tokens re-billed once" in text and cap not in text
     assert "hard-line at turn 30 (past the danger line)" in text
 
 
@@ -104,9 +105,10 @@ def test_the_report_says_where_a_briefed_call_s_whole_arguments_are(tmp_path: Pa
     assert state is not None
     data = report("s", state)
     (row,) = [r for r in data["history"][0]["results"] if r["arguments_briefed"]]
-    assert row["arguments_whole"] == f"{outputs.capability('s')}/{row['id']}.input"
-    assert json.loads(outputs.get(row["arguments_whole"]) or "{}") == {"command": script}
-    assert f"; arguments {row['arguments_whole']}" in render(data)
+    assert row["arguments_saved"] is True and "arguments_whole" not in row
+    saved = f"{outputs.capability('s')}/{row['id']}.input"
+    assert json.loads(outputs.get(saved) or "{}") == {"command": script}
+    assert "; arguments saved" in render(data) and outputs.capability("s") not in render(data)
 
 
 def test_factrail_inspect(
@@ -194,6 +196,7 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
     session = header_key("run-1")
     headers = {"x-factrail-session": "run-1"}
     with TestClient(app) as client:
+        admin = {"authorization": f"Bearer {admin_key.read(settings)}"}  # made at start
         outcomes = []
         for turns in (30, 31, 32):
             body = {"model": "claude-sonnet-4", "messages": chat(turns)}
@@ -205,8 +208,8 @@ def test_a_session_s_bill_is_priced_from_the_upstream_s_usage_against_sending_it
         assert outcomes[0] == "compacted"
         exported = client.get("/metrics").text
         removed = metric_total(exported, "factrail_input_tokens_removed_total")
-        listed = client.get("/v1/factrail/sessions").json()
-        inspected = client.get(f"/v1/factrail/sessions/{session}").json()
+        listed = client.get("/v1/factrail/sessions", headers=admin).json()
+        inspected = client.get(f"/v1/factrail/sessions/{session}", headers=admin).json()
     billed = sum(prompt - cached + 0.1 * cached for prompt, cached in figures)
     # each compaction re-wrote every token the provider did not read from its cache
     rewritten = sum(p - c for (p, c), o in zip(figures, outcomes, strict=True) if o == "compacted")

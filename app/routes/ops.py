@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from functools import partial
 
 from fastapi import APIRouter, Request
@@ -12,6 +11,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from app.errors import openai_error
 from app.metrics import CONTENT_TYPE
 from app.proxy import Gateway
+from app.routes.admin import admin_denied
 from factrail.session.inspect import recent_bills, recent_report, report
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
@@ -54,12 +54,10 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/v1/factrail/outputs/{output_id:path}")
 async def saved_output(request: Request, output_id: str) -> Response:
-    """A saved full output as text, by `<capability>/<tool_use_id>`: only a session's own
-    notes name its capability. Needs `FACTRAIL_ADMIN_KEY` as a bearer token when set, on top.
-    Ids of the older layout (folders named by the session key) are not served here."""
-    denied = _admin_denied(request)
-    if denied is not None:
-        return denied
+    """A saved full output as text, by `<capability>/<tool_use_id>`: the capability is all it
+    takes, and only a session's own notes name it (no listing or report does), so an agent reads
+    its outputs back through its own session. Ids of the older layout (folders named by the
+    session key) are not served here."""
     if parse_output_id(output_id) is None:
         return openai_error(400, "malformed output id", code="invalid_output_id")
     outputs: OutputStore | None = request.app.state.outputs
@@ -81,8 +79,8 @@ MAX_SESSIONS = 1000
 async def recent_sessions(request: Request) -> Response:
     """Of the most recently updated records (`?limit=`, 50 by default, at most 1000), the
     sessions (`recent_bills`), each with its bill against sending it whole, and all of them
-    together; needs the admin key when set."""
-    denied = _admin_denied(request)
+    together, by tool ids and figures, never a capability; needs the admin key."""
+    denied = admin_denied(request)
     if denied is not None:
         return denied
     raw = request.query_params.get("limit", str(DEFAULT_SESSIONS))
@@ -99,9 +97,9 @@ async def recent_sessions(request: Request) -> Response:
 
 @router.get("/v1/factrail/sessions/{session}")
 async def inspect_session(request: Request, session: str) -> Response:
-    """What the session's last compactions did (`factrail inspect --json`); needs the admin
-    key when set."""
-    denied = _admin_denied(request)
+    """What the session's last compactions did (`factrail inspect --json`: tool ids, sizes and
+    notes, never a capability); needs the admin key."""
+    denied = admin_denied(request)
     if denied is not None:
         return denied
     state: StateStore | None = request.app.state.state_store
@@ -109,23 +107,3 @@ async def inspect_session(request: Request, session: str) -> Response:
     if loaded is None:
         return openai_error(404, "no such session", code="session_not_found")
     return JSONResponse(report(session, loaded))
-
-
-def _admin_denied(request: Request) -> Response | None:
-    """A 401 unless the request carries `FACTRAIL_ADMIN_KEY` as a bearer (when one is set)."""
-    gateway: Gateway = request.app.state.gateway
-    admin_key = gateway.settings.admin_key.get_secret_value()
-    if admin_key and not _bearer_matches(request.headers.get("authorization", ""), admin_key):
-        return openai_error(
-            401,
-            "a valid admin bearer token is required",
-            type_="authentication_error",
-            code="invalid_admin_key",
-            headers={"www-authenticate": "Bearer"},
-        )
-    return None
-
-
-def _bearer_matches(header: str, key: str) -> bool:
-    scheme, _, token = header.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())

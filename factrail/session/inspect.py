@@ -1,7 +1,13 @@
-"""What the last compactions of a session did, for `factrail inspect` and the admin route."""
+"""What the last compactions of a session did, for `factrail inspect` and the admin route.
+
+A report names each reduced result by its tool id, with its sizes and notes, and says whether
+its whole was saved; never by its output id: the capability in it opens the session's saved
+outputs to anyone, so only the session's own notes (sent to its model) carry it.
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -101,7 +107,8 @@ def recent_report(rows: Sequence[Recent]) -> dict[str, Any]:
 
 
 def report(session: str, state: SessionState) -> dict[str, Any]:
-    """The session's compactions (newest last) and its standing figures, as JSON."""
+    """The session's compactions (newest last) and its standing figures, as JSON, with no
+    capability in them (`without_capabilities`)."""
     return {
         "session": session,
         "compactions": state.compactions,
@@ -113,8 +120,38 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
         "tainted": bool(state.taint and state.taint.get("tainted") is True),
         "updated_ms": state.updated_ms,
         "bill": bill(state),
-        "history": state.history,
+        "history": [without_capabilities(h) for h in state.history],
     }
+
+
+HIDDEN = "<capability>"
+"""What a report shows in place of a capability in a note."""
+_HEX32 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32}(?![0-9a-fA-F])")
+"""A capability's shape (`stores.outputs.is_capability`), in any case."""
+
+
+def without_capabilities(compaction: Mapping[str, Any]) -> dict[str, Any]:
+    """A compaction's history record as a report shows it: each reduced result says whether
+    its whole (and its whole arguments) were saved, not under which output id; in its note,
+    the folder of every output id it names, and anything shaped like a capability, is
+    `HIDDEN`."""
+    results = []
+    for r in compaction.get("results", ()):
+        row = {k: v for k, v in r.items() if k not in ("whole", "arguments_whole")}
+        ids = [r.get("whole"), r.get("arguments_whole")]
+        folders = {i.split("/", 1)[0] for i in ids if isinstance(i, str) and "/" in i}
+        row["saved"] = bool(r.get("whole"))
+        if "arguments_whole" in r:
+            row["arguments_saved"] = bool(r["arguments_whole"])
+        row["note"] = _hide(str(r.get("note") or ""), folders)
+        results.append(row)
+    return {**compaction, "results": results}
+
+
+def _hide(note: str, folders: set[str]) -> str:
+    for folder in sorted(folders, key=len, reverse=True):
+        note = note.replace(folder, HIDDEN)
+    return _HEX32.sub(HIDDEN, note)
 
 
 def render(data: Mapping[str, Any], *, results: int = 20) -> str:
@@ -146,7 +183,7 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
                 " recent result(s) cut to head, fact lines and tail (marked *)"
             )
         lines += [
-            "  result          tool                original →   kept  where the whole is",
+            "  result          tool                original →   kept  the whole",
         ]
         lines += [_row(r) for r in h["results"][:results]]
         hidden = h["results_total"] - min(results, len(h["results"]))
@@ -177,15 +214,15 @@ def _row(r: Mapping[str, Any]) -> str:
 
 
 def _where(r: Mapping[str, Any]) -> str:
-    """Where the whole result is, and the whole arguments when they were briefed (records
-    before the tenth session do not say where those are)."""
+    """Whether the whole result was saved, and the whole arguments when they were briefed
+    (older records do not say whether those were)."""
     reduced = r["original_chars"] != r["kept_chars"]
-    result = r["whole"] or ("not saved" if reduced else "result sent whole")
+    result = "saved" if r["saved"] else ("not saved" if reduced else "result sent whole")
     if not r["arguments_briefed"]:
         return result
-    if "arguments_whole" not in r:
+    if "arguments_saved" not in r:
         return f"{result} (arguments briefed)"
-    return f"{result}; arguments {r['arguments_whole'] or 'not saved'}"
+    return f"{result}; arguments {'saved' if r['arguments_saved'] else 'not saved'}"
 
 
 def _cut(text: str, width: int) -> str:

@@ -70,25 +70,24 @@ def admin_client(router: respx.MockRouter, outputs: OutputStore, admin_key: str)
     return make_client(settings, router, ScriptedCompactor(), outputs)
 
 
-def test_saved_outputs_need_the_admin_key(router: respx.MockRouter, outputs: OutputStore) -> None:
+def test_saved_outputs_need_their_capability_and_no_admin_key(
+    router: respx.MockRouter, outputs: OutputStore
+) -> None:
+    """An agent reads its outputs back through its own session's notes, which name the
+    capability and no key: the route serves by the capability alone, with a key set or not."""
     saved = outputs.save("sess", "call_1", "the full output")
     key = "adm-" + "Z9y8" * 6
     with admin_client(router, outputs, key) as c:
         url = f"/v1/factrail/outputs/{saved.output_id}"
-        assert c.get(url).status_code == 401
-        assert c.get(url, headers={"authorization": "Bearer wrong"}).status_code == 401
-        r = c.get(url, headers={"authorization": f"Bearer {key}"})
-        assert r.status_code == 200
-        assert r.text == "the full output"
-        assert r.headers["content-type"].startswith("text/plain")
-        auth = {"authorization": f"Bearer {key}"}
-        assert c.get("/v1/factrail/outputs/sess/missing", headers=auth).status_code == 404
-        assert c.get("/v1/factrail/outputs/..%2F..%2Fetc/passwd", headers=auth).status_code in (
-            400,
-            404,
-        )
-        assert c.get("/v1/factrail/outputs/a/b/c", headers=auth).status_code == 400
-        assert c.get("/v1/factrail/outputs/.hidden/x", headers=auth).status_code == 400
+        for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": f"Bearer {key}"}):
+            r = c.get(url, headers=headers)
+            assert r.status_code == 200
+            assert r.text == "the full output"
+            assert r.headers["content-type"].startswith("text/plain")
+        assert c.get("/v1/factrail/outputs/sess/missing").status_code == 404
+        assert c.get("/v1/factrail/outputs/..%2F..%2Fetc/passwd").status_code in (400, 404)
+        assert c.get("/v1/factrail/outputs/a/b/c").status_code == 400
+        assert c.get("/v1/factrail/outputs/.hidden/x").status_code == 400
 
 
 def test_saved_outputs_need_only_their_capability_without_an_admin_key(

@@ -43,10 +43,16 @@ def endpoint_records(endpoint: str) -> list[dict[str, Any]]:
     return records
 
 
+ADMIN_KEY = secrets.token_urlsafe(32)
+"""The admin key of every bill's gateway (its sessions route wants it), made at run time."""
+
+
 def gateway_env(profile: str, trigger: int, **env: str) -> dict[str, str]:
     """What a bill's `factrail serve` runs with, besides its upstreams: the price profile, the
-    trigger, the default re-arm gap, and a read timeout no scripted answer comes near."""
+    trigger, the default re-arm gap, a read timeout no scripted answer comes near, and the
+    admin key."""
     return {
+        "FACTRAIL_ADMIN_KEY": ADMIN_KEY,
         "FACTRAIL_PRICE_PROFILE": profile,
         "FACTRAIL_TRIGGER_TOKENS": str(trigger),
         "FACTRAIL_REARM_TOKENS": "0",
@@ -258,7 +264,10 @@ def ledger(gateway: str) -> dict[str, float]:
     """The bills factrail keeps of its recent sessions, summed (its sessions route): what it
     says they were billed, from the provider's usage, and what they spared against being sent
     whole (its estimate; a run's growth in these is what factrail says of that run)."""
-    sessions = httpx.get(f"{gateway}/v1/factrail/sessions", timeout=10).json()["sessions"]
+    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+    sessions = httpx.get(f"{gateway}/v1/factrail/sessions", headers=admin, timeout=10).json()[
+        "sessions"
+    ]
     bills = [s["bill"] for s in sessions if s["bill"] is not None]
     return {
         "ledger_billed": sum(b["billed"] for b in bills),

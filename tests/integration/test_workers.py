@@ -13,6 +13,8 @@ import httpx
 import orjson
 import pytest
 
+from factrail.settings import Settings
+from factrail.stores import admin_key
 from tests.integration.fake_upstream import CHAT_USAGE
 from tests.integration.processes import factrail_env, free_port, metric_total, serve_cli, stop
 from tests.integration.test_gateway import transcript
@@ -23,9 +25,15 @@ TURNS = 24
 """Requests of the later turn, each on a new connection (so both workers answer some)."""
 
 
-def serve_workers(upstream: str, home: Path, state_url: str) -> tuple[str, subprocess.Popen[bytes]]:
+def serve_workers(
+    upstream: str, home: Path, state_url: str
+) -> tuple[str, subprocess.Popen[bytes], str]:
+    """The workers' root URL, their process and the admin key they made at start."""
     env = factrail_env(upstream, home, FACTRAIL_STATE_URL=state_url, FACTRAIL_READ_TIMEOUT_S="30")
-    return serve_cli(env, "--workers", "2")
+    base, proc = serve_cli(env, "--workers", "2")
+    key = admin_key.read(Settings(state_url=state_url), env)
+    assert key is not None
+    return base, proc, key
 
 
 def fresh(base: str) -> httpx.Client:
@@ -33,7 +41,7 @@ def fresh(base: str) -> httpx.Client:
     return httpx.Client(base_url=base, limits=httpx.Limits(max_keepalive_connections=0))
 
 
-def exercise(base: str, upstream: str) -> None:
+def exercise(base: str, upstream: str, key: str) -> None:
     messages = transcript()
     body = {"model": "gpt-4o", "messages": messages}
     headers = {"x-factrail-session": "workers-" + base.rsplit(":", 1)[1]}
@@ -57,7 +65,10 @@ def exercise(base: str, upstream: str) -> None:
             assert metric_total(text, "factrail_compactions_total") == 1
         # every answer added its share to the session's bill in the shared store, whichever
         # worker answered it (no price profile: each prompt token bills 1)
-        (row,) = client.get("/v1/factrail/sessions").json()["sessions"]
+        assert client.get("/v1/factrail/sessions").status_code == 401
+        for _ in range(4):  # whichever worker answers, the one key made at start opens it
+            admin = {"authorization": f"Bearer {key}"}
+            (row,) = client.get("/v1/factrail/sessions", headers=admin).json()["sessions"]
         assert row["bill"]["billed"] == (TURNS + 1) * CHAT_USAGE["prompt_tokens"]
         assert row["bill"]["billed"] == metric_total(text, "factrail_billed_input_tokens_total")
         kept_out = metric_total(text, "factrail_spared_input_tokens_total", part="kept_out")
@@ -65,9 +76,9 @@ def exercise(base: str, upstream: str) -> None:
 
 
 def test_two_workers_on_sqlite(chat_upstream: str, tmp_path: Path) -> None:
-    base, proc = serve_workers(chat_upstream, tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
+    base, proc, key = serve_workers(chat_upstream, tmp_path, f"sqlite:///{tmp_path / 'state.db'}")
     try:
-        exercise(base, chat_upstream)
+        exercise(base, chat_upstream, key)
     finally:
         stop(proc)
 
@@ -75,9 +86,9 @@ def test_two_workers_on_sqlite(chat_upstream: str, tmp_path: Path) -> None:
 def test_two_workers_on_redis(
     chat_upstream: str, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    base, proc = serve_workers(chat_upstream, tmp_path, redis_server.url + "?prefix=w:")
+    base, proc, key = serve_workers(chat_upstream, tmp_path, redis_server.url + "?prefix=w:")
     try:
-        exercise(base, chat_upstream)
+        exercise(base, chat_upstream, key)
     finally:
         stop(proc)
 
