@@ -1,6 +1,6 @@
 """`factrail hook taint` (`tool.call`, `skill.prompt`), and the fence's reading of the plugin's
-requests: the one matcher of `factrail.policy.taint` (`TaintFence.taints` / `scan`), with the
-sticky record kept in the plugin's store under `taint:<session>`."""
+requests: the one call model and matcher of `factrail.policy` (`call_ref`, `TaintFence.scan`),
+with the sticky record kept in the plugin's store under `taint:<session>`."""
 
 from __future__ import annotations
 
@@ -9,19 +9,26 @@ from typing import Any
 
 from factrail.hook.options import read_options
 from factrail.hook.protocol import now_ms, section, stored, text
+from factrail.policy.calls import call_ref
 from factrail.policy.taint import SKILL_TOOL, TaintScan, ToolRef, merge_taint, taint_write
 
 
 def request_refs(request: Mapping[str, Any]) -> list[ToolRef]:
-    """The `tools` list a request carries (`[{tool, skill}]`), read leniently: a scalar name is
-    its text, anything else names nothing."""
+    """The `tools` list a request carries (`[{tool, skill}]`, optionally a `server` and the
+    call's `input`), read leniently: a scalar name is its text, anything else names nothing."""
     tools = request.get("tools")
     refs: list[ToolRef] = []
     for item in tools if isinstance(tools, list) else []:
-        if not isinstance(item, dict):
-            continue
-        refs.append(ToolRef(_scalar(item.get("tool")) or "", _scalar(item.get("skill"))))
+        if isinstance(item, dict):
+            refs.append(_ref(_scalar(item.get("tool")), _scalar(item.get("skill")), item))
     return refs
+
+
+def _ref(tool: str | None, skill: str | None, call: Mapping[str, Any]) -> ToolRef:
+    """A call as the fence reads it: the servers and tools its `server` and `input` name."""
+    server = _scalar(call.get("server"))
+    ref = call_ref(tool or "", call.get("input"), (server,) if server else ())
+    return ToolRef(ref.tool, skill or ref.skill, ref.server, ref.qualifiers)
 
 
 def _scalar(value: Any) -> str | None:
@@ -48,7 +55,7 @@ def taint(request: Mapping[str, Any]) -> dict[str, Any]:
     tool = text(request.get("tool"))
     skill = text(request.get("skill"))
     if tool:
-        refs = [ToolRef(tool, skill)]
+        refs = [_ref(tool, skill, request)]
     elif skill:
         refs = [ToolRef(SKILL_TOOL, skill)]  # a skill expanded as a slash command
     else:

@@ -20,7 +20,7 @@ import orjson
 from factrail.core.formats.anthropic import COMPACTION_BLOCK
 from factrail.core.formats.responses import COMPACTION_ITEMS
 from factrail.core.model import Message, is_prompt
-from factrail.policy.taint import ToolRef, body_refs
+from factrail.policy.calls import ToolRef, body_refs, joined, use_refs
 
 CONTINUATION_MARKERS = (
     "This session is being continued from a previous conversation",
@@ -40,7 +40,8 @@ class Evidence:
     """What a request tells the fence beyond the engine's messages."""
 
     refs: tuple[ToolRef, ...] | None = None
-    """Every call of the decoded wire body (None: the engine's messages are scanned)."""
+    """Every call of the decoded wire body joined with the engine's tool uses (None: the
+    engine's messages are scanned)."""
     aliases: tuple[str, ...] = ()
     """Every other identity the request carries (`session.keys.alias_keys`), which the session's
     taint is kept and checked under, so that it survives a change of any of the others."""
@@ -102,8 +103,9 @@ def _has_compaction_block(messages: Any) -> bool:
 def evidence(
     body: Mapping[str, Any], messages: Sequence[Message], aliases: tuple[str, ...] = ()
 ) -> Evidence:
-    """The fence's evidence from a decoded request body."""
-    return Evidence(tuple(body_refs(body)), aliases, continued(body, messages))
+    """The fence's evidence from a decoded request body: its calls, and those of the engine's
+    parse of it (a shape one reading misses, the other holds)."""
+    return Evidence(body_calls(body, messages), aliases, continued(body, messages))
 
 
 def raw_evidence(data: bytes | str, messages: Sequence[Message]) -> Evidence:
@@ -114,4 +116,9 @@ def raw_evidence(data: bytes | str, messages: Sequence[Message]) -> Evidence:
     except orjson.JSONDecodeError:
         return Evidence(continued=continued(None, messages))
     top = body if isinstance(body, Mapping) else None
-    return Evidence(tuple(body_refs(body)), (), continued(top, messages))
+    return Evidence(body_calls(body, messages), (), continued(top, messages))
+
+
+def body_calls(body: Any, messages: Sequence[Message]) -> tuple[ToolRef, ...]:
+    """Every call of a decoded body joined with the tool uses the engine parsed from it."""
+    return tuple(joined(body_refs(body), use_refs(messages)))

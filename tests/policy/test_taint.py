@@ -58,15 +58,24 @@ def test_default_fence_taints_email_tools(tool: str) -> None:
         "Bash",
         "mcp__claude-flow__memory_search",
         "email",
-        "mcp__other__mcp__email-gateway__x",  # the server is `other`
-        "mcp__email-gatewayx__y",
-        "mcp__my-email-gateway-2__y",
+        "mcp__myemail-gateway__y",  # `email` does not start a token
+        "mcp__github__search",
         "",
     ],
 )
 def test_clean_tools(tool: str) -> None:
     """Other tools and other servers are clean."""
     assert not FENCE.taints(tool)
+
+
+@pytest.mark.parametrize(
+    "tool",
+    ["mcp__other__mcp__email-gateway__x", "mcp__email-gatewayx__y", "mcp__my-email-gateway-2__y"],
+)
+def test_a_fenced_server_anywhere_in_a_name_fences_it(tool: str) -> None:
+    """The fence reads more rather than less: a name that holds a fenced server where a
+    token starts is fenced (a false match fences a session; a miss would leak it)."""
+    assert FENCE.taints(tool)
 
 
 def test_skill_calls() -> None:
@@ -87,14 +96,15 @@ def test_skill_calls() -> None:
         ("agentbox:email-search", True),
         ("a:b:email-search", True),
         ("email-search-extra", False),
-        ("my-email-search", False),
+        ("my-email-search", True),  # a qualifier in any spelling (reads more)
+        ("agentbox.Email_Search", True),
         ("email-search:agentbox", False),
         ("", False),
         (None, False),
     ],
 )
 def test_skill_taints(name: str | None, fenced: bool) -> None:
-    """Exact name or `<plugin>:<skill>`; no other substring match."""
+    """The name at the end of the first word, after any qualifier; not as a prefix."""
     assert FENCE.skill_taints(name) is fenced
 
 
