@@ -4,8 +4,11 @@ Every subcommand reads the one settings object (`factrail.settings.Settings`: `F
 the TOML file); flags given on the command line override it.
 
 Every subcommand exits 0 on success and 1 on an error, printing `factrail: <error>` on stderr;
-`eval --gate` exits 1 when the gate fails. Imports are lazy so `factrail compact` never loads
-the web stack.
+`eval --gate` exits 1 when the gate fails. Settings that may not be used (a malformed value, an
+unknown `FACTRAIL_*` name, a broken config file, a public bind without a long admin key) stop
+every command that reads them with exit status 2 and one line naming the variable;
+`factrail settings --check` lists every problem. Imports are lazy so `factrail compact` never
+loads the web stack.
 """
 
 from __future__ import annotations
@@ -138,6 +141,13 @@ def _parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("settings", help="print the effective settings (secrets hidden)")
     st.add_argument("--markdown", action="store_true", help="print docs/configuration.md")
+    st.add_argument(
+        "--check",
+        action="store_true",
+        help="check the settings as `serve` would, without serving: every problem one line"
+        " (exit 2), or `settings ok` (exit 0)",
+    )
+    st.add_argument("--host", default=None, help="with --check: the bind address to check")
     return p
 
 
@@ -154,13 +164,19 @@ def _judge_flags(
     p.add_argument("--deadline-ms", type=int, default=None)
 
 
+def load_settings() -> Any:
+    """The settings from the environment and the config file; `SettingsError` (exit status 2
+    in `main`) when they may not be used."""
+    from factrail.settings import Settings
+
+    return Settings()
+
+
 def _settings(args: argparse.Namespace) -> Any:
     """The settings, with the flags that were given laid over them."""
     import os
 
     from pydantic import SecretStr
-
-    from factrail.settings import Settings
 
     update: dict[str, Any] = {}
     for flag, name in (
@@ -182,11 +198,13 @@ def _settings(args: argparse.Namespace) -> Any:
         update["trigger_tokens"] = max(1, update["trigger_tokens"])
     if "judge_deadline_ms" in update:
         update["judge_deadline_ms"] = max(1, update["judge_deadline_ms"])
-    return Settings().model_copy(update=update)
+    return load_settings().model_copy(update=update)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    from factrail.settings_check import SettingsError
+
     args = _parser().parse_args(argv)
     try:
         if args.command == "serve":
@@ -216,6 +234,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return hook_main(args.event)
         if args.command == "inspect":
             return _inspect(args)
+    except SettingsError as err:
+        print(f"factrail: {err}", file=sys.stderr)
+        return 2
     except CliError as err:
         print(f"factrail: {err}", file=sys.stderr)
         return 1
@@ -227,28 +248,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def is_loopback(host: str) -> bool:
     """Whether `host` is a loopback bind address: `localhost`, 127.0.0.0/8 or ::1."""
-    import ipaddress
+    from factrail.settings_check import is_loopback as loopback
 
-    name = host.strip().strip("[]").rstrip(".").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    return loopback(host)
 
 
 def _check_bind(host: str) -> None:
-    """Refuse a bind anyone else can reach while the admin routes are open to all."""
-    from factrail.settings import Settings
+    """Refuse settings that may not be used, and a bind anyone else can reach without an admin
+    key of at least 16 characters (`SettingsError`)."""
+    from factrail.settings_check import SettingsError
 
-    if is_loopback(host) or Settings().admin_key.get_secret_value().strip():
-        return
-    raise CliError(
-        f"refusing to serve on {host}: it is not a loopback address and FACTRAIL_ADMIN_KEY is"
-        " unset, so saved outputs and session reports would answer anyone who can reach it."
-        " Set FACTRAIL_ADMIN_KEY (a long random string) or bind 127.0.0.1."
-    )
+    problems = load_settings().bind_problems(host)
+    if problems:
+        raise SettingsError(problems)
 
 
 def _source(args: argparse.Namespace) -> Any:
@@ -307,12 +319,12 @@ async def _compact(args: argparse.Namespace) -> int:
     from factrail.judges import JudgeConfigError
     from factrail.policy.trigger import soft_line
 
+    settings = _settings(args)
     path: Path = args.file
     if not path.is_file():
         raise CliError(f"{path}: no such file")
     raw = path.read_bytes()
     session = args.session or "cli-" + hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    settings = _settings(args)
     outputs = None
     if args.save_outputs:
         outputs = settings.output_store()
@@ -380,20 +392,30 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _show_settings(args: argparse.Namespace) -> int:
-    from factrail.settings import Settings
+    from factrail.settings_check import SettingsError
     from factrail.settings_doc import markdown
 
     if args.markdown:
         sys.stdout.write(markdown())
         return 0
-    print(Settings().model_dump_json(indent=2))
+    if not args.check:
+        print(load_settings().model_dump_json(indent=2))
+        return 0
+    try:
+        settings = load_settings()
+        problems = settings.bind_problems(args.host) if args.host else []
+    except SettingsError as err:
+        problems = err.problems
+    for line in problems:
+        print(f"factrail: {line}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"settings ok: {settings.source()}")
     return 0
 
 
 def _outputs(args: argparse.Namespace) -> int:
-    from factrail.settings import Settings
-
-    store = Settings().output_store()
+    store = load_settings().output_store()
     if store is None:
         raise CliError("no cache folder: set XDG_CACHE_HOME or HOME")
     if args.action == "get":

@@ -2,28 +2,31 @@
 
 The gateway, `factrail compact`, `factrail eval` and the hook all read this one object; the
 engine's and the policy's options are typed sections derived from it (`trigger()`, `fence()`,
-`plan_options()`, `engine_options()`), so each default and each clamp is written here and
-nowhere else. Environment variables win over the file. A malformed value never crashes anything:
-the field falls back to its default and one warning names it (never its value, which may be a
-secret). `docs/configuration.md` is generated from this module (`factrail settings --markdown`).
+`plan_options()`, `engine_options()`), so each default and each bound is written here and
+nowhere else. Keyword arguments win over the environment, which wins over the file. Settings
+fail closed: a malformed value, an unknown `FACTRAIL_*` name, a missing or broken config file or
+an unusable combination raises `SettingsError`, one line per problem naming the variable, its
+value (never a secret's) and what is allowed (`factrail.settings_check`); nothing falls back to
+a default. The variables the tests, CI and deployment read are declared here too (the
+development section). `docs/configuration.md` is generated from this module (`factrail
+settings --markdown`).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import tomllib
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from contextvars import ContextVar
+from functools import cache
 from typing import Annotated, Any, Literal
 
-import orjson
 from pydantic import (
     AliasChoices,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
-    ValidatorFunctionWrapHandler,
+    ValidationInfo,
     field_validator,
 )
 from pydantic.fields import FieldInfo
@@ -39,10 +42,31 @@ from factrail.policy.cost import model_price
 from factrail.policy.taint import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, TaintFence
 from factrail.policy.trigger import Trigger
 from factrail.session.options import EngineOptions
+from factrail.settings_check import (
+    CONFIG_ENV,
+    MIN_SECRET_CHARS,
+    Origins,
+    SettingsError,
+    bind_problems,
+    env_names,
+    http_url,
+    not_a_flag,
+    parse_names,
+    parse_object,
+    plain_text,
+    positive_map,
+    price_map,
+    read_config,
+    secret_length,
+    state_url,
+    unknown_names,
+    value_problems,
+    whole_in_range,
+)
 from factrail.stores import output_store
 from factrail.stores.outputs import OutputLimits, OutputStore
 
-log = logging.getLogger("factrail.settings")
+__all__ = ["MIN_SECRET_CHARS", "OUTPUTS_ROUTE", "Settings", "SettingsError"]
 
 DEFAULT_CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-3.5-turbo": 16_385,
@@ -80,10 +104,8 @@ windows are 1M from Opus and Sonnet 4.6 on (every current model but Haiku 4.5; M
 Fable 5's); OpenAI's
 GPT-5.6 and GPT-6 families take 922K input tokens of their 1.05M."""
 KEEP_THRESHOLD_BOUNDS = (0.01, 0.99)
-"""A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: clamped inside."""
+"""A threshold ≤ 0 would keep every call and ≥ 1 would drop every call: refused outside."""
 OUTPUTS_ROUTE = "/v1/factrail/outputs/"
-MIN_SECRET_CHARS = 16
-"""A shorter `outputs_secret` is malformed (the generated one is used instead)."""
 UPSTREAM_KEEPALIVE_S = 1.5
 """Default of `upstream_keepalive_s`: below uvicorn's, Node's and hypercorn's 5 s and gunicorn's
 2 s, with room for factrail closing a response a little after the upstream sent its end."""
@@ -91,7 +113,6 @@ UPSTREAM_KEEPALIVE_S = 1.5
 StrList = Annotated[tuple[str, ...], NoDecode]
 IntMap = Annotated[dict[str, int], NoDecode]
 PriceMap = Annotated[dict[str, dict[str, float]], NoDecode]
-PRICE_KEYS = frozenset({"cached", "write", "long_context", "long_context_factor"})
 
 
 class Settings(BaseSettings):
@@ -99,7 +120,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(
         env_prefix="FACTRAIL_",
-        extra="ignore",
+        extra="forbid",
+        allow_inf_nan=False,
         use_attribute_docstrings=True,
         populate_by_name=True,
     )
@@ -120,34 +142,35 @@ class Settings(BaseSettings):
     yours; `x-api-key` moves a `Bearer` token into `x-api-key` when the client sent none. The
     OpenAI upstream always gets `Authorization` and never `x-api-key` or `anthropic-*`; no
     upstream ever gets a header carrying `FACTRAIL_ADMIN_KEY`."""
-    connect_timeout_s: float = 10.0
+    connect_timeout_s: float = Field(default=10.0, gt=0)
     """Upstream connect timeout (a failure is a 502 in the provider's error shape)."""
-    read_timeout_s: float = 600.0
+    read_timeout_s: float = Field(default=600.0, gt=0)
     """Upstream read timeout (a timeout is a 504)."""
-    max_connections: int = 200
+    max_connections: int = Field(default=200, gt=0)
     """Connection pool size of the one shared upstream client."""
-    upstream_keepalive_s: float = UPSTREAM_KEEPALIVE_S
+    upstream_keepalive_s: float = Field(default=UPSTREAM_KEEPALIVE_S, ge=0)
     """How long an idle upstream connection is kept for the next request. Keep it below the
     upstream's own keep-alive timeout: a request sent on a connection the upstream closes at that
     moment fails with a 502, and is not sent again (a model call never runs twice). Common servers
     close idle connections after 5 s (uvicorn, so vLLM, SGLang and LiteLLM; Node; hypercorn;
     llama.cpp's server) or 2 s (uvicorn under gunicorn); 0 opens a connection per request."""
-    max_body_bytes: int = 32 * 1024 * 1024
+    max_body_bytes: int = Field(default=32 * 1024 * 1024, gt=0)
     """Larger request bodies get a 413."""
-    shutdown_timeout_s: float = 10.0
+    shutdown_timeout_s: float = Field(default=10.0, ge=0)
     """On SIGTERM (or Ctrl-C), how long in-flight requests and streams may run on before they
     are cut (a stream then ends with an error event in its provider's shape); the process then
     exits with status 0. New connections are refused meanwhile."""
     admin_key: SecretStr = SecretStr("")
     """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`.
     `factrail serve` refuses to bind anything but a loopback address without it."""
-    log_level: str = "INFO"
-    """One JSON line per request on stderr (never bodies or credentials)."""
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
+    """One JSON line per request on stderr (never bodies or credentials); the level's name in
+    any case."""
 
     # -- when to compact ---------------------------------------------------------------------
-    trigger_tokens: int = 180_000
+    trigger_tokens: int = Field(default=180_000, gt=0)
     """Absolute trigger T."""
-    trigger_percent: float = 60.0
+    trigger_percent: float = Field(default=60.0, ge=0, le=100)
     """T is also at most this share (in percent) of the model's context window (0: the window
     is not used)."""
     trigger_by_model: IntMap = Field(default_factory=dict)
@@ -159,7 +182,7 @@ class Settings(BaseSettings):
     but 1M from Opus and Sonnet 4.6 on, gemini 1M, …; longest
     prefix wins). A request past 0.9 of its model's window is always compacted, recent results
     included."""
-    rearm_tokens: int = 0
+    rearm_tokens: int = Field(default=0, ge=0)
     """Re-arm gap after a compaction; 0 means an eighth of T."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
@@ -243,14 +266,16 @@ class Settings(BaseSettings):
     judge_local: bool = False
     """**Declares** the judge local: only then may a tainted session reach it, and only then may
     a System One endpoint be keyless. Never inferred from the URL."""
-    judge_deadline_ms: int = 15_000
+    judge_deadline_ms: int = Field(default=15_000, gt=0)
     """One deadline per compaction; transient failures are retried inside it; unanswered calls
     fall to the rules."""
     egress: Literal["full", "metadata"] = "full"
     """`metadata` sends tool arguments as their shape only (kind, sorted keys, length);
     tool-result contents are never sent in either mode."""
-    keep_threshold: float = 0.5
-    """A call whose judged keep probability is below this is reduced (clamped to 0.01–0.99)."""
+    keep_threshold: float = Field(
+        default=0.5, ge=KEEP_THRESHOLD_BOUNDS[0], le=KEEP_THRESHOLD_BOUNDS[1]
+    )
+    """A call whose judged keep probability is below this is reduced (0.01–0.99)."""
     max_state_tokens: int = Field(default=25_000, ge=0)
     """Budget of the transcript state sent in one judge request."""
     max_request_tokens: int = Field(default=30_000, ge=0)
@@ -259,7 +284,9 @@ class Settings(BaseSettings):
     """How a Tev model is held to its answer format: vLLM guided `regex`, `json_schema`,
     `logit_bias`, or `none`."""
     taint_tools: StrList = DEFAULT_TAINT_TOOLS
-    """Fenced tool-name prefixes (comma-separated or a JSON list); **added** to the defaults."""
+    """Fenced tool-name prefixes (comma- or newline-separated, or a JSON array of strings; a
+    name holding a space, `;`, `|`, a quote or a bracket is refused); **added** to the
+    defaults."""
     taint_skills: StrList = DEFAULT_TAINT_SKILLS
     """Fenced skills (also plugin-qualified, `plugin:email-search`); added to the defaults."""
     taint_replace_defaults: bool = False
@@ -303,23 +330,94 @@ class Settings(BaseSettings):
     record_decisions: bool = True
     """A JSONL decision log per UTC day under `$XDG_DATA_HOME/factrail/decisions`, only for
     model-judged, untainted compactions."""
-    decisions_retention_days: int = 30
+    decisions_retention_days: int = Field(default=30, gt=0)
     """Decision-log day files older than this are deleted."""
     test_fail_compaction: bool = False
     """Test hook: every compaction step raises, to prove the gateway fails open (the original
     bytes are forwarded and `factrail_compaction_failures_total{reason="injected"}` counts it).
     Never set it in production."""
 
-    @field_validator("*", mode="wrap")
-    @classmethod
-    def _default_on_error(cls, value: Any, handler: ValidatorFunctionWrapHandler, info: Any) -> Any:
-        name: str = info.field_name
+    # -- development: read by the tests, CI and deployment, declared so none is unknown -------
+    config: str = ""
+    """The path of the TOML file read under the environment."""
+    url: str = ""
+    """The URL of a running gateway, for tools started beside it that reach it over HTTP
+    (empty: `http://127.0.0.1:8080`)."""
+    pure_python: Literal["0", "1"] = "0"
+    """`1` runs the engine without its optional C kernels, read once at start-up; the output
+    is the same, only slower. The gateway logs which path runs when it starts."""
+    corpus_dir: str = ""
+    """The development corpus of real sessions that `make gate` and the tests read (empty:
+    `../shared/corpus/dev`)."""
+    require_claude: Literal["0", "1"] = "0"
+    """`1` (`.ci/run` sets it): the plugin and real-client tests fail rather than skip without
+    Node and the pinned Claude Code."""
+    require_native: Literal["0", "1"] = "0"
+    """`1`: the kernel tests fail rather than skip when the C kernels are not built (the
+    interpreter matrix)."""
+    hypothesis: Literal["ci", "explore"] = "ci"
+    """The tests' Hypothesis profile: `ci` (a fixed example sequence) or `explore` (fresh
+    examples)."""
+    lb_port: int = Field(default=8080, ge=1, le=65535)
+    """The loopback port `deploy/compose.yaml` publishes the cluster profile's balancer on."""
+
+    _source: str = PrivateAttr(default="keyword arguments")
+
+    def __init__(self, **values: Any) -> None:
+        """Read and check every source; raises `SettingsError` listing every problem."""
+        env = dict(os.environ)
+        fields = type(self).model_fields
+        problems = unknown_names(env, _known_env())
+        path = values.get("config", env.get(CONFIG_ENV))
+        config, more = read_config(path, fields, ENV_ONLY)
+        problems += more
+        origins = Origins(fields, values, env, config, path or "")
+        token = _CONFIG.set(config)
         try:
-            result = handler(_decode(cls.model_fields[name], value))
-            return _POST_CHECKS[name](result) if name in _POST_CHECKS else result
-        except (ValidationError, ValueError, TypeError):
-            log.warning("setting %s is malformed; using its default", name)
-            return cls.model_fields[name].get_default(call_default_factory=True)
+            super().__init__(**values)
+        except ValidationError as err:
+            problems += value_problems(err, origins)
+        else:
+            problems += self._combinations(origins)
+        finally:
+            _CONFIG.reset(token)
+        if problems:
+            raise SettingsError(problems)
+        self._source = origins.source()
+
+    def _combinations(self, origins: Origins) -> list[str]:
+        if self.judge == "tev" and not self.judge_url:
+            needs = "the Tev judge needs FACTRAIL_JUDGE_URL, its base URL"
+            return [f"{origins.describe('judge', self.judge)} is not allowed: {needs}"]
+        return []
+
+    def source(self) -> str:
+        """Where these settings came from, in words."""
+        return self._source
+
+    def bind_problems(self, host: str) -> list[str]:
+        """Why the gateway may not serve on `host` with these settings (none: it may)."""
+        key = self.admin_key.get_secret_value()
+        described = "FACTRAIL_ADMIN_KEY=" + ("<hidden>" if key else "''")
+        return bind_problems(host, key, described)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _parse(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name or ""
+        parse = _PARSE.get(cls.model_fields[name].annotation)
+        return parse(value) if parse is not None else value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _check(cls, value: Any, info: ValidationInfo) -> Any:
+        check = _CHECKS.get(info.field_name or "")
+        return whole_in_range(check(value) if check is not None else value)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) and value == value.strip() else value
 
     @classmethod
     def settings_customise_sources(
@@ -408,103 +506,67 @@ class Settings(BaseSettings):
         )
 
 
-def _positive(value: Any) -> Any:
-    if value <= 0:
-        raise ValueError("must be positive")
-    return value
-
-
-def _not_negative(value: Any) -> Any:
-    if value < 0:
-        raise ValueError("must not be negative")
-    return value
-
-
-def _secret_length(value: SecretStr) -> SecretStr:
-    if 0 < len(value.get_secret_value()) < MIN_SECRET_CHARS:
-        raise ValueError("too short")
-    return value
-
-
-def _keep_threshold(value: float) -> float:
-    low, high = KEEP_THRESHOLD_BOUNDS
-    if value != value:
-        raise ValueError("not a number")
-    return min(max(value, low), high)
-
-
-def _price_map(value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    for prefix, entry in value.items():
-        if not prefix or not {"cached", "write"} <= set(entry) <= PRICE_KEYS:
-            raise ValueError(
-                f"{prefix!r}: needs cached and write, and no other keys but {PRICE_KEYS}"
-            )
-        if not 0 < entry["cached"] <= entry["write"] or entry.get("long_context", 1) <= 0:
-            raise ValueError(f"{prefix!r}: prices must be positive, a read no dearer than a write")
-        if entry.get("long_context_factor", 1) < 1:
-            raise ValueError(f"{prefix!r}: long_context_factor must be at least 1")
-    return {k.lower(): v for k, v in value.items()}
+ENV_ONLY = frozenset(
+    {
+        "config",
+        "url",
+        "pure_python",
+        "corpus_dir",
+        "require_claude",
+        "require_native",
+        "hypothesis",
+        "lb_port",
+    }
+)
+"""Read from the environment only: a key of the TOML file naming one is refused."""
 
 
 def _merge_windows(value: dict[str, int]) -> dict[str, int]:
-    merged = dict(DEFAULT_CONTEXT_WINDOWS)
-    merged.update({k.lower(): v for k, v in value.items() if v > 0})
-    return merged
+    return {**DEFAULT_CONTEXT_WINDOWS, **positive_map(value)}
 
 
-_POST_CHECKS: dict[str, Callable[[Any], Any]] = {
-    "max_body_bytes": _positive,
-    "trigger_tokens": _positive,
-    "trigger_percent": _not_negative,
-    "max_connections": _positive,
-    "upstream_keepalive_s": _not_negative,
-    "judge_deadline_ms": _positive,
-    "connect_timeout_s": _positive,
-    "read_timeout_s": _positive,
-    "shutdown_timeout_s": _not_negative,
-    "keep_threshold": _keep_threshold,
-    "context_windows": _merge_windows,
-    "model_prices": _price_map,
-    "outputs_secret": _secret_length,
+def _flagless(value: Any) -> Any:
+    return not_a_flag(plain_text(value))
+
+
+_PARSE: dict[Any, Callable[[Any], Any]] = {
+    tuple[str, ...]: parse_names,
+    dict[str, int]: parse_object,
+    dict[str, dict[str, float]]: parse_object,
+    int: _flagless,
+    float: _flagless,
+    str: plain_text,
+    SecretStr: plain_text,
 }
+"""How a raw value of each annotation is read before its type is checked."""
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "upstream_url": http_url,
+    "anthropic_upstream_url": http_url,
+    "judge_url": lambda v: http_url(v, empty=True),
+    "url": lambda v: http_url(v, empty=True),
+    "state_url": state_url,
+    "outputs_secret": lambda v: secret_length(v, MIN_SECRET_CHARS),
+    "trigger_by_model": positive_map,
+    "context_windows": _merge_windows,
+    "model_prices": price_map,
+}
+"""What each field must hold beyond its type."""
+_CONFIG: ContextVar[Mapping[str, Any] | None] = ContextVar("factrail_settings_config", default=None)
+"""The TOML file's table while one `Settings()` is being built."""
 
 
-def _decode(info: FieldInfo, value: Any) -> Any:
-    """Strings for list and map fields: JSON, or comma-separated for lists."""
-    if not isinstance(value, str) or info.annotation is None:
-        return value
-    if info.annotation == tuple[str, ...]:
-        text = value.strip()
-        if text.startswith("["):
-            return orjson.loads(text)
-        return tuple(part.strip() for part in text.split(",") if part.strip())
-    if info.annotation in (dict[str, int], dict[str, dict[str, float]]):
-        return orjson.loads(value)
-    return value
+@cache
+def _known_env() -> frozenset[str]:
+    return frozenset(env_names(Settings.model_fields))
 
 
 class _TomlSource(PydanticBaseSettingsSource):
-    """The `[factrail]` table (or top level) of the TOML file named by `FACTRAIL_CONFIG`."""
-
-    def __init__(self, settings_cls: type[BaseSettings]) -> None:
-        super().__init__(settings_cls)
-        self._data = _read_toml(os.environ.get("FACTRAIL_CONFIG", ""))
+    """The `[factrail]` table (or top level) of the TOML file named by `FACTRAIL_CONFIG`, as
+    `Settings.__init__` read and checked it."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         """One field's value from the file."""
-        return self._data.get(field_name), field_name, False
+        return (_CONFIG.get() or {}).get(field_name), field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return {k: v for k, v in self._data.items() if k in self.settings_cls.model_fields}
-
-
-def _read_toml(path: str) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        log.warning("config file %s is unreadable; ignoring it", path)
-        return {}
-    table = data.get("factrail", data)
-    return {str(k).lower(): v for k, v in table.items()} if isinstance(table, dict) else {}
+        return dict(_CONFIG.get() or {})

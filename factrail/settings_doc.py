@@ -19,9 +19,28 @@ factrail reads one settings object, `factrail.settings.Settings`: the environmen
 `FACTRAIL_`) and, optionally, a TOML file named by `FACTRAIL_CONFIG` (same names in lower case,
 without the prefix, at the top level or in a `[factrail]` table; the environment wins). The
 gateway, `factrail compact`, `factrail eval` and `factrail dataset` all read it; command-line
-flags override it. A malformed value never stops anything: it falls back to its default with
-one warning in the log. `factrail serve` and `make run` need none of them; `factrail settings`
+flags override it. `factrail serve` and `make run` need none of them; `factrail settings`
 prints the effective values (secrets hidden).
+
+Settings fail closed. A malformed value, a `FACTRAIL_*` variable that names no setting (in any
+case: `factrail_egress` too), a `FACTRAIL_CONFIG` file that is missing, unreadable, not TOML or
+holds a key that names no setting, or a combination that may not be used (the Tev judge without
+`FACTRAIL_JUDGE_URL`; `factrail serve --host` on anything but loopback without an admin key of
+at least 16 characters) stops `factrail serve` and every other command with exit status 2 and
+one line on stderr naming the variable, its value (`<hidden>` for a secret) and what is
+allowed, e.g. `factrail: FACTRAIL_EGRESS='Full' is not allowed: one of full, metadata`; an
+unknown name is told the closest known one. Nothing falls back to a default. `factrail settings
+--check [--host ADDR]` runs the same checks without serving: `settings ok: <where they came
+from>` (exit 0), or every problem, one line each (exit 2). `factrail hook` answers
+`"ok": false` with the same line, so Claude Code's own compaction runs. `Settings(...)` raises
+`factrail.settings.SettingsError` (a `ValueError` whose `problems` are the lines).
+
+Values: a whole number or a finite number as written (no `nan`, no `inf`, no `true`); a boolean
+`true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`); a keyword exactly as listed (only
+`FACTRAIL_LOG_LEVEL` takes any case); a string with no spaces or line breaks around it. A list
+is names separated by commas or newlines, or a JSON array of strings; a name holding a space,
+`;`, `|`, a quote, a bracket, `=` or a control character is refused, so a list written with
+another separator never reads as one name that fences nothing. A map is a JSON object.
 """
 
 GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -55,10 +74,6 @@ Point Claude Code at factrail with `ANTHROPIC_BASE_URL=http://127.0.0.1:8080`, t
 `anthropic` SDK with `base_url="http://127.0.0.1:8080"`. On `/v1/messages` the gateway's own
 errors use the Anthropic shape `{"type": "error", "error": {"type", "message"}}`: 400
 `invalid_request_error`, 413 `request_too_large`, 502 `api_error`, 504 `timeout_error`.
-
-`FACTRAIL_PURE_PYTHON=1` (read once at start-up, not a settings-file key) runs the engine
-without its optional C kernels; the output is the same, only slower. The gateway logs which
-path runs when it starts.
 """,
     ),
     (
@@ -144,6 +159,23 @@ A reduced result's note names its saved original as `/v1/factrail/outputs/<capab
 is an HMAC of the session key under `FACTRAIL_OUTPUTS_SECRET`, so only the session that was told
 an id can fetch it (`FACTRAIL_ADMIN_KEY`, when set, is asked for on top). Reads refuse symlinks
 and anything but a regular file of factrail's user. See `docs/outputs.md`.
+""",
+    ),
+    (
+        "Development and deployment",
+        (
+            "config",
+            "url",
+            "pure_python",
+            "corpus_dir",
+            "require_claude",
+            "require_native",
+            "hypothesis",
+            "lb_port",
+        ),
+        """\
+These are read from the environment only (a key of the TOML file naming one is refused). They
+are declared here so that every `FACTRAIL_*` name is known, and a misspelling of any is refused.
 """,
     ),
 )

@@ -231,10 +231,10 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 def test_serve_refuses_a_public_bind_without_the_admin_key(
     host: str, served: list[tuple[str, int]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["serve", "--host", host]) == 1
+    assert main(["serve", "--host", host]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"factrail: refusing to serve on {host}")
-    assert "FACTRAIL_ADMIN_KEY" in err
+    assert err.startswith(f"factrail: FACTRAIL_ADMIN_KEY='' is not allowed with --host {host}")
+    assert err.count("\n") == 1 and "at least 16 characters" in err
     assert served == []
 
 
@@ -243,8 +243,66 @@ def test_serve_binds_loopback_without_a_key_and_anything_with_one(
 ) -> None:
     assert main(["serve"]) == 0
     assert main(["serve", "--host", "localhost", "--port", "9000"]) == 0
-    monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "   ")  # blank is no key
-    assert main(["serve", "--host", "0.0.0.0"]) == 1
+    monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "   ")  # blank is malformed, not "no key"
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "adm-" + "x1" * 5)  # too short for a public bind
+    assert main(["serve", "--host", "0.0.0.0"]) == 2
+    assert main(["serve", "--host", "127.0.0.1"]) == 0
     monkeypatch.setenv("FACTRAIL_ADMIN_KEY", "adm-" + "x1" * 12)
     assert main(["serve", "--host", "0.0.0.0"]) == 0
-    assert served == [("127.0.0.1", 8080), ("localhost", 9000), ("0.0.0.0", 8080)]
+    assert served == [
+        ("127.0.0.1", 8080),
+        ("localhost", 9000),
+        ("127.0.0.1", 8080),
+        ("0.0.0.0", 8080),
+    ]
+
+
+def test_settings_check_reports_every_problem_or_where_they_came_from(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "factrail.toml"
+    path.write_text("[factrail]\ntrigger_tokens = 90000\n", encoding="utf-8")
+    monkeypatch.setenv("FACTRAIL_CONFIG", str(path))
+    assert main(["settings", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("settings ok: ") and f"the file {path}" in out and out.count("\n") == 1
+    monkeypatch.setenv("FACTRAIL_EGRESS", "Full")
+    monkeypatch.setenv("FACTRAIL_TAINT_TOOL", "mcp__crm__")
+    assert main(["settings", "--check"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "factrail: FACTRAIL_TAINT_TOOL='mcp__crm__' is not a setting: did you mean"
+        " FACTRAIL_TAINT_TOOLS?",
+        "factrail: FACTRAIL_EGRESS='Full' is not allowed: one of full, metadata",
+    ]
+    monkeypatch.delenv("FACTRAIL_EGRESS")
+    monkeypatch.delenv("FACTRAIL_TAINT_TOOL")
+    assert main(["settings", "--check", "--host", "0.0.0.0"]) == 2
+    assert "FACTRAIL_ADMIN_KEY='' is not allowed with --host 0.0.0.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve"],
+        ["settings"],
+        ["compact", "missing.json"],
+        ["eval", "--synthetic", "1"],
+        ["dataset", "--synthetic", "1", "--out", "x"],
+        ["outputs", "expire"],
+        ["inspect", "--list"],
+    ],
+)
+def test_every_command_refuses_bad_settings_with_one_line(
+    argv: list[str],
+    served: list[tuple[str, int]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("FACTRAIL_JUDGE", "tevv")
+    monkeypatch.setenv("FACTRAIL_EGRESS", "metadata ")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and served == []
+    assert err.startswith("factrail: FACTRAIL_JUDGE='tevv' is not allowed: one of rules,")
+    assert err.rstrip().endswith("(and 1 more: `factrail settings --check` lists them all)")

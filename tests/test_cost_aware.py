@@ -14,7 +14,7 @@ from factrail.core.model import collect_tool_calls, transcript_tokens
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, gate
 from factrail.session.turn import Asked
-from factrail.settings import Settings
+from factrail.settings import Settings, SettingsError
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.state import Observed
 from tests.options import engine_options
@@ -208,7 +208,8 @@ async def test_a_session_counts_which_of_its_compactions_were_bets() -> None:
 
 def test_the_payback_horizon_setting_takes_zero_but_nothing_below() -> None:
     assert Settings(payback_horizon=0).engine_options().payback_horizon == 0
-    assert Settings(payback_horizon=-1).payback_horizon == 1.0  # malformed: the default
+    with pytest.raises(SettingsError, match=r"payback_horizon=-1 is not allowed: .* ≥ 0"):
+        Settings(payback_horizon=-1)
 
 
 async def test_what_an_earlier_compaction_decided_stays_frozen(

@@ -2,10 +2,15 @@
 
 Every option is optional: one left out (or malformed: a wrong type, a non-finite number, an
 unknown keyword) keeps the value of this binary's own settings (`FACTRAIL_*`, the TOML file),
-so an operator configures the plugin path and the proxy path in one place. A malformed value
-never fails a request. Numbers may arrive as numeric strings (a shell-projected option);
-keywords are trimmed and case-insensitive. Credentials never come from here: an `apiKey` option
-is ignored (the judge's key is `FACTRAIL_JUDGE_API_KEY` in the binary's environment).
+so an operator configures the plugin path and the proxy path in one place. Numbers may arrive
+as numeric strings (a shell-projected option); keywords are trimmed and case-insensitive. The
+fence's lists are the exception: they add to the settings' lists, and one that cannot be read
+(`;`-separated, a name with a space) fails the request, so it never fences less than was meant.
+
+Credentials never come from here: an `apiKey` option is ignored. The environment's judge key
+(`FACTRAIL_JUDGE_API_KEY`) goes only to the judge the settings name: options that name another
+backend or URL get no key, and are never local (`backendLocal` counts only for the settings' own
+judge, and only when the settings declare it local too).
 """
 
 from __future__ import annotations
@@ -16,7 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import SecretStr
+
+from factrail.hook.protocol import MAX_NUMBER, HookError
+from factrail.judges import systemone
 from factrail.settings import Settings
+from factrail.settings_check import parse_names
 
 Fallback = Literal["rules", "summary"]
 CacheWarm = Literal["compact", "notify", "off"]
@@ -28,15 +38,20 @@ _ON = ("1", "true", "on", "yes")
 
 
 def finite(value: Any) -> float | None:
-    """A finite number, from a JSON number or a numeric string (no `_`, no `inf`)."""
+    """A finite number of at most `MAX_NUMBER`, from a JSON number or a numeric string (no `_`,
+    no `inf`)."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:
+        return None
+    number: float
     if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        number = float(value)
+    elif isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
         number = float(value.strip())
-        return number if math.isfinite(number) else None
-    return None
+    else:
+        return None
+    return number if math.isfinite(number) and abs(number) <= MAX_NUMBER else None
 
 
 def count(value: Any) -> int | None:
@@ -62,19 +77,16 @@ def flag(value: Any) -> bool | None:
     return None
 
 
-def names(value: Any) -> tuple[str, ...] | None:
-    """A list option: an array of strings or a comma-separated string (blanks dropped); an
-    explicit `[]` is an empty list; anything else is None."""
-    if isinstance(value, list):
-        return tuple(s.strip() for s in value if isinstance(s, str) and s.strip())
-    if isinstance(value, str) and value.strip():
-        return tuple(s.strip() for s in value.split(",") if s.strip())
-    return None
-
-
-def declared_local(value: Any) -> bool:
-    """Locality is declared, never inferred: only JSON `true` or the exact string `"true"`."""
-    return value is True or value == "true"
+def names(value: Any, option: str = "list") -> tuple[str, ...] | None:
+    """A list option, in the settings' grammar (an array of strings, or a comma- or
+    newline-separated string); absent or blank: None. One that cannot be read is a
+    `HookError`."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return parse_names(value)
+    except ValueError as err:
+        raise HookError(f"config.{option}: {err}") from None
 
 
 def resolve_enabled(stored: Any, option: Any) -> bool:
@@ -110,18 +122,7 @@ def read_options(config: Mapping[str, Any], base: Settings | None = None) -> Hoo
     """The plugin's options over `base` (this binary's settings)."""
     settings = base if base is not None else Settings()
     update: dict[str, Any] = {}
-    backend = keyword(config.get("backend"))
-    if backend in ("rules", "systemone", "tev"):
-        update["judge"] = backend
-    for option, field in (("baseUrl", "judge_url"), ("model", "judge_model")):
-        value = config.get(option)
-        if isinstance(value, str) and value.strip():
-            update[field] = value.strip()
-    local = config.get("backendLocal")
-    if declared_local(local):
-        update["judge_local"] = True
-    elif local is False or local == "false":  # an unset option arrives as "": no declaration
-        update["judge_local"] = False
+    update.update(_judge(config, settings))
     egress = keyword(config.get("egress"))
     if egress is not None:  # anything but `full` fails toward sending less
         update["egress"] = "full" if egress == "full" else "metadata"
@@ -149,9 +150,9 @@ def read_options(config: Mapping[str, Any], base: Settings | None = None) -> Hoo
         if value is not None:
             update[field] = value
     for option, field in (("taintTools", "taint_tools"), ("taintSkills", "taint_skills")):
-        listed = names(config.get(option))
-        if listed is not None:
-            update[field] = listed
+        listed = names(config.get(option), option)
+        if listed is not None:  # added to the settings' own names, never in place of them
+            update[field] = (*getattr(settings, field), *listed)
     at_tokens = finite(config.get("compactAtTokens"))
     at_percent = finite(config.get("compactAtPercent"))
     ttl = finite(config.get("cacheTtlSeconds"))
@@ -169,6 +170,36 @@ def read_options(config: Mapping[str, Any], base: Settings | None = None) -> Hoo
         compact_at_tokens=int(at_tokens) if at_tokens is not None else merged.trigger_tokens,
         compact_at_percent=at_percent if at_percent is not None else merged.trigger_percent,
     )
+
+
+def _judge(config: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """The judge the options name. The environment's key stays only while the backend and the
+    endpoint are the settings' own; locality is the settings' declaration, which the options
+    may withdraw (`backendLocal: false`) but never make."""
+    update: dict[str, Any] = {}
+    backend = keyword(config.get("backend"))
+    if backend in ("rules", "systemone", "tev"):
+        update["judge"] = backend
+    for option, field in (("baseUrl", "judge_url"), ("model", "judge_model")):
+        value = config.get(option)
+        if isinstance(value, str) and value.strip():
+            update[field] = value.strip()
+    judge = update.get("judge", settings.judge)
+    url = update.get("judge_url", settings.judge_url)
+    own = judge == settings.judge and _endpoint(judge, url) == _endpoint(judge, settings.judge_url)
+    if not own:
+        update["judge_api_key"] = SecretStr("")
+    local = config.get("backendLocal")
+    withdrawn = local is False or local == "false"  # an unset option arrives as ""
+    update["judge_local"] = settings.judge_local and own and not withdrawn
+    return update
+
+
+def _endpoint(judge: str, url: str) -> str:
+    """Where a judge's requests go, for comparing two configurations."""
+    if not url and judge == "systemone":
+        url = systemone.DEFAULT_URL
+    return url.strip().rstrip("/")
 
 
 def _cache_warm(value: Any) -> CacheWarm:

@@ -16,6 +16,9 @@ import orjson
 
 PROTOCOL = 1
 EVENTS = ("compact", "turn", "taint", "status")
+MAX_NUMBER = 2**53
+"""A request's number past this (a `now`, a token count) is read as absent: no clock, count or
+size of a session is that large, and every answer stays within JSON's exact integers."""
 MAX_ERROR_CHARS = 500
 """An `error` longer than this is cut (it is a log line on the plugin's side)."""
 
@@ -61,8 +64,13 @@ def refusal(error: str) -> dict[str, Any]:
 
 
 def encode(body: Mapping[str, Any]) -> bytes:
-    """One answer as one line of compact JSON."""
-    return orjson.dumps(body) + b"\n"
+    """One answer as one line of compact JSON; an answer JSON cannot carry (a number past 64
+    bits, a lone surrogate, …) becomes a refusal that can."""
+    try:
+        return orjson.dumps(body) + b"\n"
+    except (TypeError, orjson.JSONEncodeError) as err:
+        fallback = refusal(f"internal error: the answer is not JSON ({type(err).__name__})")
+        return orjson.dumps(fallback) + b"\n"
 
 
 # -- reading fields leniently -------------------------------------------------------------------
@@ -80,10 +88,12 @@ def stored(request: Mapping[str, Any], key: str) -> Any:
 
 
 def number(value: Any) -> float | None:
-    """A finite JSON number (not a bool), else None."""
+    """A finite JSON number (not a bool) of at most `MAX_NUMBER`, else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) else None
+    if isinstance(value, int):
+        return float(value) if abs(value) <= MAX_NUMBER else None
+    return value if math.isfinite(value) and abs(value) <= MAX_NUMBER else None
 
 
 def text(value: Any) -> str | None:

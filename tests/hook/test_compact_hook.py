@@ -199,7 +199,18 @@ def test_a_fenced_session_never_reaches_a_remote_judge(
     summary = compact(session(), config={**config, "fallback": "summary"}, store={"taint": record})
     assert (summary["action"], summary["reason"]) == ("builtin", "tainted")
     assert route.call_count == 0
-    # declared local: the judge is asked (it fails here, so the rules finish)
+    # the request alone cannot declare the judge local
+    claimed = compact(
+        session(),
+        config={**config, "backendLocal": True},
+        store={"taint": record},
+        session={"id": "sess-claimed", "trigger": "manual"},
+    )
+    assert claimed["reason"] == "rules:tainted" and route.call_count == 0
+    # declared local by the settings: the judge is asked (it fails here, so the rules finish)
+    monkeypatch.setenv("FACTRAIL_JUDGE", "tev")
+    monkeypatch.setenv("FACTRAIL_JUDGE_URL", TEV)
+    monkeypatch.setenv("FACTRAIL_JUDGE_LOCAL", "true")
     local = compact(
         session(),
         config={**config, "backendLocal": True},
@@ -207,6 +218,7 @@ def test_a_fenced_session_never_reaches_a_remote_judge(
         session={"id": "sess-local", "trigger": "manual"},
     )
     assert route.call_count > 0
+    assert route.calls.last.request.headers["authorization"] == "Bearer " + "k" * 24
     assert local["action"] == "install" and local["reason"] == "ok-rules"
 
 

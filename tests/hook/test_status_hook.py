@@ -73,7 +73,14 @@ def test_a_fenced_session_and_a_remote_judge(monkeypatch: pytest.MonkeyPatch) ->
     text = status(config=config, tools=tools)["text"]
     assert "compacted by the rules, no model (tainted: 1 call(s): mcp__email-gateway__ask)" in text
     assert "NON-LOCAL" in text
+    # the request alone never declares the judge local
+    assert "NON-LOCAL" in status(config={**config, "backendLocal": True}, tools=tools)["text"]
+    monkeypatch.setenv("FACTRAIL_JUDGE", "tev")
+    monkeypatch.setenv("FACTRAIL_JUDGE_URL", config["baseUrl"])
+    monkeypatch.setenv("FACTRAIL_JUDGE_LOCAL", "true")
     local = status(config={**config, "backendLocal": True}, tools=tools)["text"]
     assert "judged by tev (ok-local)" in local and "declared LOCAL" in local
-    # locality is declared, never a truthy look-alike
-    assert "NON-LOCAL" in status(config={**config, "backendLocal": "yes"}, tools=tools)["text"]
+    # the request may withdraw the declaration, and cannot move it to another URL
+    assert "NON-LOCAL" in status(config={**config, "backendLocal": False}, tools=tools)["text"]
+    moved = {**config, "baseUrl": "http://127.0.0.2:9/v1", "backendLocal": True}
+    assert "NON-LOCAL" in status(config=moved, tools=tools)["text"]
