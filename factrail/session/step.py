@@ -33,7 +33,7 @@ from factrail.core.model import (
     transcript_tokens,
 )
 from factrail.core.rails import LAST_RESORT_TIER
-from factrail.core.reapply import PlanEntry, reapply_plan, text_hash
+from factrail.core.reapply import PlanEntry, plan_entry, reapply_plan, text_hash
 from factrail.core.tokens import TokenCache
 from factrail.judges.base import Judge
 from factrail.policy.cost import Prices, prices, profile_for
@@ -609,6 +609,7 @@ class SessionCompactor:
         re-apply byte for byte; how many results were reduced."""
         plan = turn.state.plan
         reduced = 0
+        inputs = {u.tool_use_id: u.input for m in turn.doc.messages for u in m.tool_uses}
         for tool_use_id in {*applied.changed, *applied.briefed}:
             original = originals.get(tool_use_id)
             if original is None:
@@ -620,7 +621,7 @@ class SessionCompactor:
                 plan.pop(tool_use_id, None)
                 continue
             reduced += tool_use_id in applied.changed and final != original
-            plan[tool_use_id] = PlanEntry(text_hash(original), final, briefed)
+            plan[tool_use_id] = plan_entry(original, final, briefed, inputs.get(tool_use_id))
         turn.state.plan = {k: v for k, v in plan.items() if k in originals}
         return reduced
 

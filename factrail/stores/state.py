@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeGuard, TypeVar
 import orjson
 
 from factrail.core.plan import CallAnswer
-from factrail.core.reapply import PlanEntry
+from factrail.core.reapply import PlanEntry, Ref, seal
 
 T = TypeVar("T")
 MAX_ANSWERS = 20_000
@@ -260,8 +260,9 @@ def encode_state(state: SessionState) -> bytes:
     return orjson.dumps(
         {
             "plan": {
-                key: {"h": entry.original_hash, "t": entry.reduced_text, "i": entry.input}
+                key: _stored_entry(sealed)
                 for key, entry in state.plan.items()
+                if (sealed := seal(entry)) is not None
             },
             "baseline_tokens": state.baseline_tokens,
             "compactions": state.compactions,
@@ -340,6 +341,17 @@ def _finite(value: Any) -> float | None:
     return float(value) if _is_number(value) else None
 
 
+def _stored_entry(entry: PlanEntry) -> dict[str, Any]:
+    """A sealed plan entry as stored: `r` lists where its blanked secrets are (empty: it has
+    none; absent only in records written before secrets were placed)."""
+    return {
+        "h": entry.original_hash,
+        "t": entry.reduced_text,
+        "i": entry.input,
+        "r": [list(ref) for ref in entry.refs or ()],
+    }
+
+
 def _plan_entry(item: Any) -> PlanEntry | None:
     if not isinstance(item, dict):
         return None
@@ -348,7 +360,31 @@ def _plan_entry(item: Any) -> PlanEntry | None:
         return None
     if briefed is not None and not isinstance(briefed, dict):
         return None
-    return PlanEntry(digest, text, briefed)
+    if "r" not in item:
+        return PlanEntry(digest, text, briefed)  # not looked for secrets: checked when saved
+    refs = _refs(item["r"])
+    if refs is None:
+        return None
+    return PlanEntry(digest, text, briefed, refs, sealed=bool(refs))
+
+
+def _refs(value: Any) -> tuple[Ref, ...] | None:
+    """The stored refs of a sealed entry; None when malformed."""
+    if not isinstance(value, list):
+        return None
+    refs: list[Ref] = []
+    for ref in value:
+        if not (isinstance(ref, list) and len(ref) == 4 and all(_natural(n) for n in ref)):
+            return None
+        leaf, start, end, at = ref
+        if end < start:
+            return None
+        refs.append((leaf, start, end, at))
+    return tuple(refs)
+
+
+def _natural(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _answer(value: Mapping[str, Any]) -> dict[str, float] | None:

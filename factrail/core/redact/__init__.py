@@ -1,0 +1,42 @@
+"""Credential redaction for everything that leaves the process or reaches disk.
+
+`redact` replaces known values, provider key families (gitleaks' default rules for what a coding
+session holds: cloud, forge, registry, chat, payment and AI keys, PEM/PuTTY/age keys, JWTs,
+webhook URLs), auth-scheme values, URL passwords, `curl -u` passwords, secret-named slots in any
+case (`PASSWORD=`, `password = …`, `token: …`, `"apiKey": …`, `?api_key=…`, `client-key-data:`,
+`*_KEY=`), cookie headers and secret CLI flags with `[REDACTED:<label>]`, counting each
+replacement per label. Placeholders (`<your key>`, `xxx`, `${TOKEN}`, `changeme`,
+`your-api-key-here`) and code naming a value (`os.environ["API_KEY"]`,
+`password = user_password`) stay; docs/redaction.md has the table and what is not caught.
+`secret_spans` says where in a text those replacements fall.
+
+Modules: `families` (the key families), `values` (whether a slot's value is a credential),
+`slots` (slot names, cookies, flags) and `engine` (the pass over a text).
+"""
+
+from factrail.core.redact.engine import (
+    _K,
+    FAMILY_LABELS,
+    Redacted,
+    RedactionCounts,
+    anchors_in,
+    redact,
+    redact_value,
+    secret_spans,
+)
+from factrail.core.redact.families import FAMILIES
+
+_FAMILIES = FAMILIES
+_anchors_in = anchors_in
+
+__all__ = [
+    "FAMILY_LABELS",
+    "_FAMILIES",
+    "_K",
+    "Redacted",
+    "RedactionCounts",
+    "_anchors_in",
+    "redact",
+    "redact_value",
+    "secret_spans",
+]
