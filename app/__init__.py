@@ -1,1 +1,1 @@
-"""factrail gateway: the FastAPI app that compacts OpenAI-compatible requests in flight."""
+"""The deployable ASGI module of the gateway (`app.main:app`); not part of the package."""

@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             host = args.host or "127.0.0.1"
             _check_bind(host)
-            from app.main import serve
+            from factrail.gateway.factory import serve
 
             serve(host=host, port=args.port or 8080, workers=max(1, args.workers))
             return 0

@@ -68,8 +68,8 @@ OpenAI upstream, `Authorization` reaches the Anthropic one only as
 with a `.` or `..` segment (plain or percent-encoded) is answered 400 before anything is forwarded.
 Everything under `/v1/factrail` (any method, any case, doubled slashes) is factrail's own and never
 forwarded. What happens to a body factrail cannot read (gzip, deep nesting, NaN, invalid UTF-8,
-...) is decided in `app/request_body.py`: a 400/413 in the provider's shape, or the body forwarded
-unchanged.
+...) is decided in `factrail/gateway/request_body.py`: a 400/413 in the provider's shape, or the
+body forwarded unchanged.
 Point Claude Code at factrail with `ANTHROPIC_BASE_URL=http://127.0.0.1:8080`, the
 `anthropic` SDK with `base_url="http://127.0.0.1:8080"`. On `/v1/messages` the gateway's own
 errors use the Anthropic shape `{"type": "error", "error": {"type", "message"}}`: 400

@@ -219,10 +219,12 @@ def test_other_addresses_are_not_loopback(host: str) -> None:
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Where `factrail serve` would have run the gateway (uvicorn is never started)."""
-    import app.main
+    import factrail.gateway.factory
 
     calls: list[tuple[str, int]] = []
-    monkeypatch.setattr(app.main, "serve", lambda host, port, workers=1: calls.append((host, port)))
+    monkeypatch.setattr(
+        factrail.gateway.factory, "serve", lambda host, port, workers=1: calls.append((host, port))
+    )
     monkeypatch.delenv("FACTRAIL_ADMIN_KEY", raising=False)
     return calls
 

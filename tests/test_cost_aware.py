@@ -388,7 +388,7 @@ async def test_past_the_danger_line_a_compaction_that_cannot_get_under_it_must_p
 async def test_each_due_turn_is_counted_by_the_gate_s_decision() -> None:
     """`factrail_compaction_decisions_total{decision}`: every series from the start; a turn
     below the soft line is not due, so not counted."""
-    from app.metrics import Metrics
+    from factrail.gateway.metrics import Metrics
 
     metrics = Metrics()
     wire = chat(12)

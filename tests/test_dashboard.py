@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.metrics import Metrics
+from factrail.gateway.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "deploy/grafana/dashboards/factrail.json"

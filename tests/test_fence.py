@@ -22,9 +22,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.main import create_app
 from factrail.cli import main
 from factrail.core.formats import openai_chat
+from factrail.gateway.factory import create_app
 from factrail.judges import SystemOneJudge
 from factrail.session import SessionCompactor
 from factrail.settings import Settings

@@ -26,7 +26,7 @@ import pytest
 import respx
 from fastapi.testclient import TestClient
 
-from app.main import create_app
+from factrail.gateway.factory import create_app
 from factrail.settings import Settings
 from tests.redis_server import RedisServer
 

@@ -31,7 +31,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.main import create_app
+from factrail.gateway.factory import create_app
 from factrail.settings import Settings
 from factrail.stores.sqlite_state import SqliteStateStore
 

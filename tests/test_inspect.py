@@ -14,9 +14,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from app.main import create_app, default_engine
 from factrail.cli import main
 from factrail.core.formats import openai_chat
+from factrail.gateway.factory import create_app, default_engine
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor
 from factrail.session.inspect import (

@@ -18,9 +18,9 @@ import httpx
 import pytest
 import respx
 
-from app.metrics import Metrics
 from factrail.core.formats import openai_chat
 from factrail.core.model import collect_tool_calls
+from factrail.gateway.metrics import Metrics
 from factrail.judges import SystemOneJudge, TevJudge
 from factrail.judges.base import Judge
 from factrail.session import SessionCompactor, TurnResult

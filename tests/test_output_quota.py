@@ -10,9 +10,9 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.metrics import Metrics
 from factrail.core.formats import openai_chat
 from factrail.core.marks import mark_lines
+from factrail.gateway.metrics import Metrics
 from factrail.judges.rules import RulesJudge
 from factrail.session import SessionCompactor, TurnResult
 from factrail.stores.memory_state import MemoryStateStore

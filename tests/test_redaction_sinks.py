@@ -13,8 +13,8 @@ from pathlib import Path
 
 import httpx
 
-from app.logging import JsonFormatter
 from factrail.core.formats import openai_chat
+from factrail.gateway.logging import JsonFormatter
 from factrail.judges.systemone import SystemOneJudge
 from factrail.session import SessionCompactor
 from factrail.stores.decisions import DecisionLog

@@ -105,7 +105,7 @@ def serve_cli(env: dict[str, str], *args: str) -> tuple[str, Process]:
 def start_factrail(upstream: str, home: Path, **env_extra: str) -> tuple[str, Process]:
     port = free_port()
     env = factrail_env(upstream, home, **env_extra)
-    code = f"from app.main import serve; serve('127.0.0.1', {port})"
+    code = f"from factrail.gateway.factory import serve; serve('127.0.0.1', {port})"
     proc = start([sys.executable, "-c", code], env, f"http://127.0.0.1:{port}/healthz")
     return f"http://127.0.0.1:{port}/v1", proc
 

@@ -117,7 +117,7 @@ def test_sdk_request_is_compacted_keeping_prose_thinking_and_pairs(stack: Anthro
     assert sent["system"] == SYSTEM
     results = [b for m in sent["messages"] for b in m["content"] if b["type"] == "tool_result"]
     added = [b.pop("cache_control") for b in results if "cache_control" in b]
-    assert added == [{"type": "ephemeral"}]  # the end of the frozen zone (app/cache_marks.py)
+    assert added == [{"type": "ephemeral"}]  # the end of the frozen zone (cache_marks.py)
     assert untouched(sent["messages"]) == untouched(messages)
     assert len(record["body"]) < len(orjson.dumps(messages)) * 0.8
 

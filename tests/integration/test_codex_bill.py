@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.pool_watch import POOL_WATCH_S
+from factrail.gateway.pool_watch import POOL_WATCH_S
 from tests.integration.bills import Pairs, completed
 from tests.integration.codex import CODEX, responses_pairs, run_session
 from tests.integration.processes import metric_total

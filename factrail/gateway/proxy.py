@@ -1,0 +1,586 @@
+"""One proxied request: read the body, compact it in flight (failing open), forward, relay.
+
+The fast path forwards the exact bytes of bodies too small to reach any trigger. Every estimated
+token consumes at least one byte of the body (a letter run of L chars costs at most L, a digit
+run L/2, a symbol 0.9, whitespace 0), so a body of N bytes estimates at most N tokens; the
+corpus peaks at 0.49 tokens per byte (whole JSON bodies). `CALIBRATION_HEADROOM` covers a
+session whose calibrated estimate runs above the raw one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, Protocol
+
+import httpx
+import orjson
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from factrail.core.formats.base import Document, join_text
+from factrail.core.formats.responses import asks_compaction
+from factrail.core.tokens import estimate_tokens
+from factrail.gateway import openai_marks
+from factrail.gateway.cache_marks import Anchor, CacheMarks, requested_ttl
+from factrail.gateway.engine import Compactor, Engine
+from factrail.gateway.errors import StreamShape, anthropic_error, openai_error
+from factrail.gateway.logging import log_request
+from factrail.gateway.metrics import Metrics
+from factrail.gateway.relay import Relay
+from factrail.gateway.request_body import Forward, Reject, classify
+from factrail.gateway.sessions import SessionMemory, bill, cache_broke, reach_share
+from factrail.gateway.upstream import (
+    HeaderRules,
+    carries_secret,
+    has_dot_segment,
+    request_headers,
+    response_headers,
+    set_cookies,
+    upstream_url,
+    withhold_query,
+)
+from factrail.gateway.usage import UsageReader
+from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, writes_billed
+from factrail.policy.provenance import evidence, previous_id
+from factrail.policy.trigger import soft_line
+from factrail.session import TurnResult
+from factrail.session.keys import alias_keys
+from factrail.settings import Settings
+from factrail.stores.state import NOTHING, Observed
+
+log = logging.getLogger("factrail.proxy")
+
+CALIBRATION_HEADROOM = 1.5
+MODEL_PEEK_BYTES = 4096
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
+OUTCOME_HEADER = "x-factrail"
+COMPACTIONS_HEADER = "x-factrail-compactions"
+"""How many times this session has been compacted so far (on every parsed request)."""
+MEASURED = frozenset({"pays", "forced"})
+"""Compactions whose cache read says how far the provider's cache reaches (a compaction on a
+cold cache reads nothing whatever the cache could)."""
+
+
+class RequestRejected(Exception):
+    """A request the gateway answers itself (400, 413) in the route's error shape."""
+
+    def __init__(self, status: int, message: str, code: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+Provider = Literal["openai", "anthropic"]
+Answer = Response | Relay
+"""What the gateway answers with: a whole response or a relayed stream."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """A proxied route: its metric label, upstream provider and, for compaction routes, where
+    the transcript lives (`field`), which parser reads it and which field holds the system
+    prompt."""
+
+    label: str
+    field: str | None = None
+    provider: Provider = "openai"
+    parser: str | None = None
+    """Key in `Engine.parsers`; defaults to `field`."""
+    system: str | None = None
+
+
+CHAT = Route("chat_completions", "messages")
+RESPONSES = Route("responses", "input")
+PASSTHROUGH = Route("passthrough")
+MESSAGES = Route("messages", "messages", "anthropic", parser="anthropic", system="system")
+ANTHROPIC_PASSTHROUGH = Route("passthrough", provider="anthropic")
+
+
+@dataclass
+class Prepared:
+    """The body to forward and what the compaction step did."""
+
+    body: bytes
+    outcome: str = "passthrough"
+    session: str | None = None
+    result: TurnResult | None = None
+    removed_share: float = 0.0
+    """Tokens the compaction step kept out of the body, over the tokens forwarded (estimates)."""
+    decoded: bool = False
+    """The body is the rewritten, decoded form of one sent under a content coding."""
+    chained: bool = False
+    """A later request may continue the answer's id on the provider's side (every Responses
+    request; an Anthropic one that keeps a thread): the id is remembered for its session."""
+    moved: Anchor | None = None
+    """Where this request's cache marker went, when not where the state store said the
+    session's last one was (stored with what the answer taught, for the session's next turn)."""
+    observe: Callable[[], None] | None = None
+    """What the answer taught the session, to store once the answer is out (state store I/O,
+    run off the event loop)."""
+
+
+class Links(Protocol):
+    """Where answer ids (Responses, Anthropic threads) are remembered across processes (a
+    `StateStore`)."""
+
+    def link(self, response_id: str, session: str) -> None: ...
+    def linked(self, response_id: str) -> str | None: ...
+
+
+class Gateway:
+    """Shared state of the proxy: settings, metrics, the upstream client and the engine."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        client: httpx.AsyncClient,
+        engine: Engine | None,
+        links: Links | None = None,
+    ) -> None:
+        """`links`: where answer ids are remembered for every worker and replica (the
+        state store); without it, in this process only."""
+        self.settings = settings
+        self.links = links
+        self.metrics = metrics
+        self.client = client
+        self.engine = engine
+        self.trigger = settings.trigger()
+        """The compactor's own trigger rule, which the fast path asks too."""
+        self.fast_path_bytes = int(soft_line(self.trigger.smallest()) / CALIBRATION_HEADROOM)
+        self.fence = settings.fence()
+        anthropic = settings.anthropic_upstream_url.rstrip("/")
+        self.bases: dict[Provider, str] = {
+            "openai": settings.upstream_url,
+            "anthropic": anthropic if anthropic.endswith("/v1") else anthropic + "/v1",
+        }
+        """Upstream base URL of each provider, ending in `/v1`."""
+        self.extensions = {"timeout": client.timeout.as_dict()}
+        """The client's timeouts, for requests built without the client's merging step (which
+        would also add its default headers and its cookie jar: a proxy forwards neither)."""
+        self.sessions = SessionMemory()
+        self.cache_marks = CacheMarks(settings.cache_mark)
+        """Places the frozen zone's cache breakpoint on Anthropic requests."""
+        self.admin_key = settings.admin_key.get_secret_value()
+        """What the admin surface wants (configured or generated: `factory.with_admin_key`)."""
+        withheld = (self.admin_key.encode(),)
+        self.header_rules = HeaderRules(settings.anthropic_authorization, withheld)
+        """Where credentials may go (`Authorization` to Anthropic; the admin key nowhere, in
+        no header, query parameter or path: `carries_secret`)."""
+
+    def cannot_reach_trigger(self, body: bytes) -> bool:
+        """True when no estimate of `body` can reach the soft line of the model it names.
+
+        The model is peeked with a byte search (no parse); when several `"model"` strings occur,
+        the smallest trigger among them counts, and without one the smallest of any model does.
+        """
+        if self.fence.may_call(body):
+            return False  # a fenced call must be seen, whatever the size: taint is sticky
+        if len(body) < self.fast_path_bytes:
+            return True
+        models = {m.decode("utf-8", "replace") for m in _MODEL.findall(body[:MODEL_PEEK_BYTES])}
+        models.update(
+            m.decode("utf-8", "replace") for m in _MODEL.findall(body[-MODEL_PEEK_BYTES:])
+        )
+        if not models:
+            return False
+        trigger = min(self.trigger.for_model(m) for m in models)
+        return len(body) * CALIBRATION_HEADROOM < soft_line(trigger)
+
+    async def serve(self, scope: Scope, receive: Receive, send: Send, route: Route) -> None:
+        """Proxy one request end to end and answer it; count and log it once answered.
+
+        Nothing but the answer runs between the upstream's response and the client: what its
+        usage taught the session is stored after, off the event loop.
+        """
+        start = time.perf_counter()
+        response, outcome, prepared = await self._respond(Request(scope, receive), route, start)
+        result = prepared.result if prepared is not None else None
+        ms = round((time.perf_counter() - start) * 1000, 2)
+        try:
+            await response(scope, receive, send)
+        finally:
+            status = response.status_code
+            if isinstance(response, Relay) and response.cut is not None:
+                outcome = response.cut  # ended early on our side: counted apart from its status
+            self.metrics.count_request(route.label, outcome, status)
+            log_request(
+                route=route.label,
+                method=scope["method"],
+                outcome=outcome,
+                status=status,
+                tokens_before=result.tokens_before if result else None,
+                tokens_after=result.tokens_after if result else None,
+                decision=result.decision if result else None,
+                ms=ms,
+            )
+            if result is not None and result.after_answer is not None:
+                try:  # the analysis of this turn's results, now that the answer is out
+                    result.after_answer()
+                except Exception:
+                    log.warning("could not queue the turn's preparation", exc_info=True)
+        if prepared is not None and prepared.observe is not None:
+            try:
+                await asyncio.to_thread(prepared.observe)
+            except Exception:
+                log.warning("could not store what the turn taught its session", exc_info=True)
+
+    async def _respond(
+        self, request: Request, route: Route, start: float
+    ) -> tuple[Answer, str, Prepared | None]:
+        """The response, the outcome and what the compaction step did for one request (None:
+        it did not get that far); never raises."""
+        try:
+            path = _raw_path(request.scope)
+            if has_dot_segment(path):
+                raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
+            if any(carries_secret(path.encode("latin-1"), s) for s in self.header_rules.withheld):
+                raise RequestRejected(400, "the admin key is never forwarded", "invalid_path")
+            body = await self._read_body(request)
+            prepared = await self._prepare(route, body, request.headers)
+            response = await self._forward(request, route, prepared, start)
+        except RequestRejected as exc:
+            return _error(route, exc.status, exc.message, exc.code), "rejected", None
+        except ClientDisconnect:
+            return Response(status_code=499), "client-gone", None
+        return response, prepared.outcome, prepared
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise RequestRejected(413, f"request body exceeds {limit} bytes", "body_too_large")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise RequestRejected(413, f"request body exceeds {limit} bytes", "body_too_large")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _prepare(self, route: Route, body: bytes, headers: Headers) -> Prepared:
+        """Compact `body` when it may cross the trigger; any internal error fails open."""
+        if route.field is None or self.engine is None:
+            return Prepared(body)
+        limit, small = self.settings.max_body_bytes, self.cannot_reach_trigger
+        verdict = classify(body, headers, limit=limit, small=small)
+        if isinstance(verdict, Reject):
+            raise RequestRejected(verdict.status, verdict.message, verdict.code)
+        if isinstance(verdict, Forward):
+            return Prepared(body)
+        data = verdict.data
+        items, model = data.get(route.field), data.get("model")
+        parse = self.engine.parsers.get(route.parser or route.field)
+        if not isinstance(items, list) or not isinstance(model, str) or parse is None:
+            return Prepared(body)
+        phase = "parse"
+        session = None
+        try:
+            if self.settings.test_fail_compaction:
+                phase = "injected"
+                raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
+            system = _system_text(data, route)
+            doc = _with_system(parse(items), system)
+            chained = route is RESPONSES or isinstance(data.get("thread"), dict)
+            await self._recall_chain(data)
+            session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
+            phase = "compact"
+            started = time.perf_counter()
+            extra = _extra_tokens(data, doc)
+            compactor = self.engine.compactor
+            identities = alias_keys(headers, data, doc, model, self.sessions.answered_by, session)
+            seen = evidence(data, doc.messages, identities)
+            result = await compactor.compact(
+                session,
+                doc,
+                model=model,
+                extra_tokens=extra,
+                evidence=seen,
+                window=requested_window(route.provider, headers),
+                cache_ttl_s=requested_cache_ttl(route.provider, data),
+                last=_asks_summary(route, data),
+            )
+            self.metrics.record_turn(result, time.perf_counter() - started)
+            document = result.document
+            wire = items if document is None else document
+            marked, moved = None, None  # a breakpoint at the end of the frozen zone
+            if route.provider == "anthropic":
+                marked, moved = self._mark(session, result, data, wire)
+            elif self.settings.cache_mark and writes_billed(model):
+                chat = route.field == "messages"
+                marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
+            document = document if marked is None else marked
+            if document is None:
+                return Prepared(body, result.outcome, session, result, chained=chained, moved=moved)
+            sent = result.estimated_sent
+            original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
+            removed = max(original - sent, 0) / sent if sent > 0 else 0.0
+            phase = "serialise"
+            data[route.field] = document
+            sent_body = orjson.dumps(data)
+            return Prepared(
+                sent_body, result.outcome, session, result, removed, verdict.decoded, chained,
+                moved=moved,
+            )  # fmt: skip
+        except Exception:
+            log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
+            self.metrics.failures.labels(phase).inc()
+            return Prepared(body, "failed-open", session)
+
+    async def _forward(
+        self, request: Request, route: Route, prepared: Prepared, start: float
+    ) -> Answer:
+        scope = request.scope
+        query = withhold_query(scope["query_string"], self.header_rules.withheld)
+        url = upstream_url(self.bases[route.provider], _raw_path(scope), query)
+        upstream_request = httpx.Request(
+            scope["method"],
+            url,
+            headers=request_headers(
+                scope["headers"],
+                anthropic=route.provider == "anthropic",
+                rules=self.header_rules,
+                decoded=prepared.decoded,
+            ),
+            content=prepared.body,
+            extensions=self.extensions,
+        )
+        sent = time.perf_counter()
+        self.metrics.overhead.observe(sent - start)
+        try:
+            upstream = await self.client.send(upstream_request, stream=True)
+        except httpx.TimeoutException:
+            return _transport_error(route, 504, "the upstream did not answer in time", prepared)
+        except httpx.TransportError:
+            return _transport_error(route, 502, "the upstream could not be reached", prepared)
+        self.metrics.upstream.observe(time.perf_counter() - sent)
+        headers = response_headers(upstream.headers)
+        headers[OUTCOME_HEADER] = prepared.outcome
+        if prepared.result is not None:
+            headers[COMPACTIONS_HEADER] = str(prepared.result.compactions)
+        content_type = upstream.headers.get("content-type", "")
+        reader = UsageReader(route.provider)
+        if route.field is None or "text/event-stream" in content_type:
+            headers["x-accel-buffering"] = "no"
+            relay = Relay(upstream, headers, shape=_stream_shape(route, content_type))
+            if route.field is not None:  # a compaction route: its usage is read on the way past
+                relay.tap, relay.done = reader.feed, partial(self._answered, prepared, reader)
+            relay.raw_headers.extend(set_cookies(upstream.headers))
+            return relay
+        try:
+            content = await upstream.aread()
+        except httpx.TimeoutException:
+            return _transport_error(route, 504, "the upstream response timed out", prepared)
+        except httpx.TransportError:
+            return _transport_error(route, 502, "the upstream response was cut", prepared)
+        finally:
+            await upstream.aclose()
+        reader.read_body(content)
+        self._answered(prepared, reader)
+        answer = Response(content, status_code=upstream.status_code, headers=headers)
+        answer.raw_headers.extend(set_cookies(upstream.headers))
+        return answer
+
+    def _mark(
+        self, session: str, result: TurnResult, data: Mapping[str, Any], wire: Any
+    ) -> tuple[list[Any] | None, Anchor | None]:
+        """The frozen zone's cache marker on an Anthropic request, placed from where the
+        session's last one went (as the state store says: on whichever worker it went); and
+        where this one went, when that moved (`Prepared.moved`)."""
+        stored = Anchor.from_record(result.mark)
+        marked, placed = self.cache_marks.place(
+            session, result.outcome, data, wire, result.frozen_through, stored
+        )
+        return marked, (placed if placed != stored else None)
+
+    async def _recall_chain(self, data: dict[str, Any]) -> None:
+        """Learn from the shared store which session a request continuing a provider-kept
+        history (`previous_id`) belongs to, when this process does not know (another worker or
+        replica answered it)."""
+        previous = previous_id(data)
+        if self.links is None or not previous:
+            return
+        if self.sessions.answered_by(previous) is None:
+            session = await asyncio.to_thread(self.links.linked, previous)
+            if session is not None:
+                self.sessions.remember(previous, session)
+
+    def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
+        """Count the usage the upstream reported; for a session, remember which session an id
+        a later request may continue answered, and leave what the answer taught the session
+        (calibration, cache reach, cache read, where its marker went, its share of the
+        session's bill) for `serve` to store
+        (`Prepared.observe`)."""
+        usage = reader.usage
+        removed = 0
+        if usage is not None:
+            removed = round(usage.prompt * prepared.removed_share)
+            self.metrics.record_usage(usage, removed, prepared.outcome)
+        session = prepared.session
+        if session is None:
+            return
+        if reader.response_id is not None and prepared.chained:
+            self.sessions.remember(reader.response_id, session)
+            if self.links is not None:  # for the other workers and replicas, off the loop
+                loop = asyncio.get_running_loop()
+                loop.run_in_executor(None, self.links.link, reader.response_id, session)
+        if self.engine is None:
+            return
+        result = prepared.result
+        compacted = prepared.outcome == "compacted"
+        mark = prepared.moved.record() if prepared.moved is not None else None
+        taught, prompt, estimated = Observed(mark=mark), 0, 0
+        if usage is not None and not usage.compacted:  # the provider's compaction: none is ours
+            reach = None
+            if (
+                compacted
+                and result is not None
+                and result.decision in MEASURED
+                and usage.reports_cache
+            ):
+                reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
+                if reach is not None:
+                    self.metrics.cache_reach.observe(reach)
+            turn_bill = bill(usage, removed, result) if result is not None else None
+            if turn_bill is not None:
+                self.metrics.record_bill(turn_bill)
+            taught = Observed(
+                reach=reach,
+                cached=usage.read,
+                mark=mark,
+                billed=turn_bill.billed if turn_bill else None,
+                spared=turn_bill.spared if turn_bill else None,
+            )
+            prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
+        if taught != NOTHING:
+            compactor = self.engine.compactor
+            prepared.observe = partial(
+                self._observe, compactor, session, prompt, estimated, taught, compacted
+            )
+
+    def _observe(
+        self,
+        compactor: Compactor,
+        session: str,
+        prompt: int,
+        estimated: int,
+        taught: Observed,
+        compacted: bool,
+    ) -> None:
+        """Store what an answer taught its session (in a thread, once the answer is out) and
+        count a cache break against the session's previous turn, wherever that one ran."""
+        previous = compactor.observe_usage(session, prompt, estimated, taught)
+        if taught.cached is not None and cache_broke(previous, taught.cached, compacted):
+            self.metrics.cache_breaks.inc()
+
+
+def _asks_summary(route: Route, data: Mapping[str, Any]) -> bool:
+    """Whether the request asks the provider to compact its transcript (no turn follows on it):
+    Anthropic's `compaction` parameter, a Responses input ending with a `compaction_trigger`."""
+    if route.provider == "anthropic":
+        return isinstance(data.get("compaction"), dict)
+    return route is RESPONSES and asks_compaction(data.get("input"))
+
+
+def _stream_shape(route: Route, content_type: str) -> StreamShape | None:
+    """The shape of an error event in the route's event stream; None for any other body."""
+    if "text/event-stream" not in content_type:
+        return None
+    if route.provider == "anthropic":
+        return "anthropic"
+    return "responses" if route is RESPONSES else "openai"
+
+
+def _raw_path(scope: Scope) -> str:
+    """The path as the client sent it: `%2F` in an id must not become a path separator."""
+    raw = scope.get("raw_path")
+    return raw.decode("latin-1") if isinstance(raw, bytes) else str(scope["path"])
+
+
+def _system_text(data: dict[str, Any], route: Route) -> str:
+    """The route's top-level system prompt (a string or text blocks) as text; "" when none."""
+    return join_text(data.get(route.system)) if route.system else ""
+
+
+def _with_system(doc: Document, system: str) -> Document:
+    """`doc` with a top-level system prompt counted among its system texts (the session key)."""
+    if system:
+        doc.system_texts.append(system)
+    return doc
+
+
+def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
+    """Estimated tokens outside the transcript, which the provider counts too: tool
+    definitions (also as a Responses `additional_tools` item), `instructions` and every system
+    text (`system` / `developer` messages of chat and Responses, Anthropic's top-level
+    `system`)."""
+    extra = sum(estimate_tokens(text) for text in doc.system_texts)
+    tools = data.get("tools")
+    if tools:
+        extra += estimate_tokens(orjson.dumps(tools).decode())
+    instructions = data.get("instructions")
+    if isinstance(instructions, str):
+        extra += estimate_tokens(instructions)
+    items = data.get("input")
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            extra += estimate_tokens(orjson.dumps(item.get("tools")).decode())  # Codex on GPT-6
+    return extra
+
+
+def _error(
+    route: Route, status: int, message: str, code: str, headers: dict[str, str] | None = None
+) -> Response:
+    """An error the gateway answers itself, in the error shape of the route's provider."""
+    if route.provider == "anthropic":
+        return anthropic_error(status, message, headers=headers)
+    type_ = "upstream_error" if status >= 500 else "invalid_request_error"
+    return openai_error(status, message, type_=type_, code=code, headers=headers)
+
+
+def _transport_error(route: Route, status: int, message: str, prepared: Prepared) -> Response:
+    code = "upstream_timeout" if status == 504 else "upstream_unreachable"
+    return _error(route, status, message, code, {OUTCOME_HEADER: prepared.outcome})
+
+
+LONG_CONTEXT_BETA = "context-1m"
+"""The `anthropic-beta` flag (`context-1m-2025-08-07`) that gives a Claude model a window of a
+million tokens."""
+LONG_CONTEXT_TOKENS = 1_000_000
+
+
+def requested_cache_ttl(provider: str, data: Mapping[str, Any]) -> float | None:
+    """The prompt cache's lifetime a request asked for, or its model keeps, when known: the
+    longest of an Anthropic request's `cache_control` markers (one hour with `ttl: "1h"`);
+    OpenAI's 24-hour retention (`prompt_cache_retention: "24h"`), `prompt_cache_options.ttl`
+    (`"30m"`), or the 30 minutes of the GPT-5.6 family on (`cost.model_ttl_s`)."""
+    if provider == "anthropic":
+        ttl = requested_ttl(data)
+        return float(ttl) if ttl is not None else None
+    if data.get("prompt_cache_retention") == "24h":
+        return EXTENDED_RETENTION_S
+    model = data.get("model")
+    options = data.get("prompt_cache_options")
+    asked = duration_s(options.get("ttl")) if isinstance(options, Mapping) else None
+    kept = model_ttl_s(model) if isinstance(model, str) else None
+    return max((t for t in (asked, kept) if t is not None), default=None)
+
+
+def requested_window(provider: str, headers: Headers) -> int | None:
+    """The context window a request asked for, when it says: a Claude request with the 1M
+    context beta has 1M tokens, not the model's default (its trigger, danger line and the size
+    past which even recent results give way all follow)."""
+    if provider != "anthropic":
+        return None
+    betas = ",".join(headers.getlist("anthropic-beta")).lower()
+    return LONG_CONTEXT_TOKENS if LONG_CONTEXT_BETA in betas else None
