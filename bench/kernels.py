@@ -37,12 +37,15 @@ from factrail.eval.corpora import load_corpus_dir  # noqa: E402
 CONTROL = "(none)"
 
 
-def _timed(run: Callable[[], object], ks: Kernels) -> float:
+Clock = Callable[[], float]
+
+
+def _timed(run: Callable[[], object], ks: Kernels, clock: Clock = time.perf_counter) -> float:
     gc.collect()
     with kernels.use(ks):
-        start = time.perf_counter()
+        start = clock()
         run()
-        return (time.perf_counter() - start) * 1000
+        return (clock() - start) * 1000
 
 
 def _workload(args: argparse.Namespace) -> tuple[str, Callable[[], object]]:
@@ -66,12 +69,17 @@ Rows = list[tuple[str, float, float, float]]
 
 
 def paired(
-    run: Callable[[], object], full: Kernels, cases: dict[str, Kernels], pairs: int, seed: int
+    run: Callable[[], object],
+    full: Kernels,
+    cases: dict[str, Kernels],
+    pairs: int,
+    seed: int,
+    clock: Clock = time.perf_counter,
 ) -> Rows:
     """Time `run` with `full` against each case, `pairs` rounds of alternating pairs (cases in a
     shuffled order each round; which of a pair goes first alternates), after one warm-up each."""
     for ks in (full, *cases.values()):  # warm every path once
-        _timed(run, ks)
+        _timed(run, ks, clock)
     rng = random.Random(seed)
     on: dict[str, list[float]] = {n: [] for n in cases}
     off: dict[str, list[float]] = {n: [] for n in cases}
@@ -80,7 +88,7 @@ def paired(
         rng.shuffle(order)
         for name in order:
             first, second = (full, cases[name]) if r % 2 == 0 else (cases[name], full)
-            a, b = _timed(run, first), _timed(run, second)
+            a, b = _timed(run, first, clock), _timed(run, second, clock)
             on[name].append(a if r % 2 == 0 else b)
             off[name].append(b if r % 2 == 0 else a)
     rows = [

@@ -10,7 +10,9 @@ unpinned call `drop_result`, `Reduction(0.3, 0.3)`) with nothing learnt before: 
 analysis, every token counted. First its median ms with every kernel on and with none, beside
 `orjson.loads` + `orjson.dumps` of the session as an OpenAI chat body, alternating; then, per
 kernel, alternating pairs with every kernel and with every kernel but that one (`bench/kernels.py`),
-the median ms it saves and its share of the compaction. `--profile N` prints instead the N
+the median ms it saves and its share of the compaction. Times are the process's CPU time
+(`time.process_time`; `--wall` for wall-clock time): on a machine shared with other work, what
+this process spent is steadier than the time it waited. `--profile N` prints instead the N
 costliest functions of one cold compaction (cProfile, cumulative).
 """
 
@@ -32,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.engine import openai_body, rules_path  # noqa: E402
-from bench.kernels import CONTROL, paired, print_table  # noqa: E402
+from bench.kernels import CONTROL, Clock, paired, print_table  # noqa: E402
 from factrail.core import kernels  # noqa: E402
 from factrail.core.kernels import Kernels  # noqa: E402
 from factrail.core.model import Message  # noqa: E402
@@ -59,14 +61,14 @@ def session(folder: Path, least: int) -> tuple[str, list[Message]]:
     return f"{names} ({size / 1e6:.2f} MB, {len(messages)} messages)", messages
 
 
-def _ms(run: Callable[[], object]) -> float:
+def _ms(run: Callable[[], object], clock: Clock) -> float:
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     run()
-    return (time.perf_counter() - start) * 1000
+    return (clock() - start) * 1000
 
 
-def baseline(messages: list[Message], runs: int) -> None:
+def baseline(messages: list[Message], runs: int, clock: Clock) -> None:
     """Median ms of the cold compaction (every kernel, none) and of the JSON round trip."""
     body = openai_body(messages)
     full, none = kernels.loaded(), Kernels()
@@ -90,7 +92,7 @@ def baseline(messages: list[Message], runs: int) -> None:
     for r in range(runs + 1):  # the first round warms every path
         order = list(cases) if r % 2 == 0 else list(reversed(cases))
         for name in order:
-            ms = _ms(cases[name])
+            ms = _ms(cases[name], clock)
             if r:
                 times[name].append(ms)
     trip_ms = statistics.median(times["JSON round trip"])
@@ -112,7 +114,9 @@ def main() -> None:
     parser.add_argument("--kernels", default="", help="comma-separated (default: every one)")
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wall", action="store_true", help="wall-clock time, not CPU time")
     args = parser.parse_args()
+    clock: Clock = time.perf_counter if args.wall else time.process_time
     label, messages = session(args.corpus, args.bytes)
     if args.profile:
         rules_path(messages)  # imports and first-call set-up out of the profile
@@ -120,15 +124,20 @@ def main() -> None:
         profiler.runcall(rules_path, messages)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(args.profile)
         return
-    print(f"{label}, {sys.version.split()[0]}, {kernels.describe()}\n")
-    baseline(messages, args.runs)
+    what = "wall-clock" if args.wall else "CPU"
+    print(f"{label}, {sys.version.split()[0]}, {what} ms, {kernels.describe()}\n")
+    baseline(messages, args.runs, clock)
     full = kernels.loaded()
     names = args.kernels.split(",") if args.kernels else list(full.on())
     if not names:
         return
     cases = {CONTROL: full, **{n: full.without(n) for n in names}}
     print(f"each kernel off in turn, {args.pairs} alternating pairs:\n")
-    print_table(paired(lambda: rules_path(messages), full, cases, args.pairs, args.seed))
+
+    def run() -> None:
+        rules_path(messages)
+
+    print_table(paired(run, full, cases, args.pairs, args.seed, clock))
 
 
 if __name__ == "__main__":

@@ -104,8 +104,6 @@ def token_substrings(text: str, cap: int) -> frozenset[str] | None:
 
 def toks(s: str) -> set[str]:
     """Candidate tokens: ids and numbers with a digit, and long path-like or dotted words."""
-    if (kernel := _K.toks) is not None:
-        return kernel(s)
     digit = _HAS_DIGIT.search
     out = {t for m in _DIG.findall(s) if len(t := m.rstrip(_TRAILING)) >= 6 and digit(t)}
     for m in _WRD.findall(s):
@@ -118,8 +116,6 @@ def toks(s: str) -> set[str]:
 def toks_each(units: Sequence[str]) -> list[frozenset[str]]:
     """`toks` of every unit, from two scans of the units joined by newlines (no token holds
     one, so each match lies in one unit)."""
-    if (kernel := _K.toks_each) is not None:
-        return kernel(units)
     joined = "\n".join(units)
     if joined.count("\n") != len(units) - 1:
         return [frozenset(toks(u)) for u in units]

@@ -152,10 +152,6 @@ def _ranked(units: Sequence[str], scores: Sequence[int]) -> tuple[list[tuple[str
     """The units with a positive score, best first (ties in text order), each with its first
     index in that order (a duplicate never changes a pick), and `least[k]`: the cheapest (len+1)
     of those from k on."""
-    if (kernel := _K.rank_units) is not None:
-        got = kernel(units, scores)
-        if got is not None:
-            return got
     scored = [(s, i, u) for i, (s, u) in enumerate(zip(scores, units, strict=True)) if s > 0]
     first: dict[str, int] = {}
     for _, i, u in sorted(scored, key=lambda x: (-x[0], x[1])):
@@ -173,8 +169,6 @@ def _ranked(units: Sequence[str], scores: Sequence[int]) -> tuple[list[tuple[str
 def _error_units(units: Sequence[str]) -> list[int]:
     """The indexes of the units `_ERROR_PIECE` finds a match in, in order."""
     search = _ERROR_PIECE.search
-    if (kernel := _K.error_units) is not None:
-        return kernel(units, search)
     held = units_holding(units, _ERROR_NEEDLES)
     maybe = range(len(units)) if held is None else sorted(held)
     return [k for k in maybe if search(units[k])]

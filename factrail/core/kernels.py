@@ -34,16 +34,14 @@ class Scan(Protocol):
 ScanFields = tuple[
     dict[str, tuple[int, int]], tuple[int, ...], tuple[str, ...], tuple[int, ...], tuple[str, ...]
 ]
-Found = Iterator[tuple[int, str]]
-"""The `(last index, key)` pairs of an Aho–Corasick pass."""
 
 NAMES = (
-    "estimate_tokens", "token_scan", "toks", "toks_each", "span_tokens", "first_worths", "cover",
-    "token_values", "align_scan", "merge_found", "rank_units", "add_keys", "fact_scores",
-    "error_units", "fact_tokens", "unit_spans", "fold_digits", "anchors_in",
+    "estimate_tokens", "token_scan", "span_tokens", "first_worths", "cover", "fact_scores",
+    "fact_tokens", "unit_spans", "fold_digits", "anchors_in",
 )  # fmt: skip
-"""Every kernel, in `_speedups.c` order: the ones that pay on a compaction (docs/performance.md,
-"Native kernels")."""
+"""Every kernel, in `_speedups.c` order: the ones that save at least 5% of the cold compaction of
+a 1 MB real session (`bench/kernels_real.py`, docs/native-layer.md), and redaction's
+`anchors_in`."""
 
 
 class Kernels:
@@ -54,8 +52,6 @@ class Kernels:
 
     estimate_tokens: Callable[[str], int] | None
     token_scan: Callable[[str], ScanFields] | None
-    toks: Callable[[str], set[str]] | None
-    toks_each: Callable[[Sequence[str]], list[frozenset[str]]] | None
     span_tokens: (
         Callable[
             [
@@ -89,47 +85,7 @@ class Kernels:
         ]
         | None
     )
-    token_values: (
-        Callable[
-            [
-                Iterable[str],
-                dict[str, float],
-                Mapping[str, tuple[int, int]],
-                str | AbstractSet[str],
-                str | AbstractSet[str],
-                AbstractSet[str],
-                int,
-                float,
-                float,
-                tuple[float, ...],
-                float,
-            ],
-            dict[str, float],
-        ]
-        | None
-    )
-    align_scan: Callable[[Found, str, list[int], list[set[str]], AbstractSet[str]], None] | None
-    merge_found: (
-        Callable[
-            [
-                Found,
-                str,
-                list[int],
-                AbstractSet[str],
-                Sequence[AbstractSet[str]],
-                Mapping[str, float],
-            ],
-            list[AbstractSet[str]],
-        ]
-        | None
-    )
-    rank_units: (
-        Callable[[Sequence[str], Sequence[int]], tuple[list[tuple[str, int]], list[int]] | None]
-        | None
-    )
-    add_keys: Callable[[Iterable[str], Callable[[str, str], object]], tuple[set[str], bool]] | None
     fact_scores: Callable[[Sequence[str]], list[int]] | None
-    error_units: Callable[[Sequence[str], Callable[[str], object]], list[int]] | None
     fact_tokens: (
         Callable[[str, Callable[[str], list[str]], Callable[[str], bool] | None], set[str]] | None
     )

@@ -16,9 +16,6 @@ from itertools import accumulate, count
 from ahocorasick import Automaton
 
 from factrail.core.candidate_tokens import Tokens
-from factrail.core.kernels import active
-
-_K = active()
 
 _ALNUM = re.compile(r"[^\W_]+")
 SEP = "\x00"
@@ -35,18 +32,15 @@ class KeyScanner:
         auto = Automaton()
         self._bare: set[str]
         """Keys with no alphanumeric char: never aligned, but `held` may find them as tokens."""
-        if (kernel := _K.add_keys) is not None:
-            self._bare, joinable = kernel(keys, auto.add_word)
-        else:
-            self._bare = set()
-            joinable = True
-            for k in keys:
-                if not k:
-                    continue
-                auto.add_word(k, k)
-                joinable = joinable and SEP not in k
-                if _ALNUM.search(k) is None:
-                    self._bare.add(k)
+        self._bare = set()
+        joinable = True
+        for k in keys:
+            if not k:
+                continue
+            auto.add_word(k, k)
+            joinable = joinable and SEP not in k
+            if _ALNUM.search(k) is None:
+                self._bare.add(k)
         self._auto: Automaton | None = None
         if len(auto):
             auto.make_automaton()
@@ -74,22 +68,13 @@ class KeyScanner:
     def merged(
         self, texts: Sequence[str], own: Sequence[AbstractSet[str]], values: Mapping[str, float]
     ) -> list[AbstractSet[str]]:
-        """`own` with the valued keys aligned in each text merged in (`merged`); the C kernel
-        scans and merges in one pass, so a text's found keys never become a set of their own."""
-        auto = self._auto
-        kernel = _K.merge_found
-        if kernel is None or auto is None or not self._joinable or not texts:
-            return merged(own, self.found_each(texts), values)
-        joined = SEP.join(texts)
-        return kernel(auto.iter(joined), joined, ends(texts), self._bare, own, values)
+        """`own` with the valued keys aligned in each text merged in (`merged`)."""
+        return merged(own, self.found_each(texts), values)
 
     def _scan(self, joined: str, ends: list[int], outs: list[set[str]]) -> None:
         """Add each aligned occurrence in `joined` to the set of the text it lies in (text `i`
         ends before offset `ends[i]`)."""
         assert self._auto is not None
-        if (kernel := _K.align_scan) is not None:
-            kernel(self._auto.iter(joined), joined, ends, outs, self._bare)
-            return
         n = len(joined)
         bare = self._bare
         i = 0

@@ -222,8 +222,6 @@ def token_values(
     reused = ctx.reused
     if find is not None:
         inp, user = find(ctx.input), find(ctx.user)
-    if (kernel := _K.token_values) is not None:
-        return kernel(wanted, memo, seen, inp, user, reused, size, dist, whole, _W, _Z0)
     log1p, exp = math.log1p, math.exp
     out: dict[str, float] = {}
     for t in wanted:

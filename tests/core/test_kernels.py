@@ -16,11 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factrail.core import cover, kernels, value
-from factrail.core.candidate_tokens import TokenScan, token_scan, toks, toks_each
+from factrail.core.candidate_tokens import TokenScan, token_scan, toks
 from factrail.core.kernels import Kernels, use
-from factrail.core.keyscan import KeyScanner
 from factrail.core.units import unit_spans
-from factrail.core.value import ValueContext
 
 FEW = settings(max_examples=60, deadline=None)
 
@@ -68,9 +66,8 @@ def _same(native: ModuleType, call: Callable[[], Any]) -> Any:
 
 @FEW
 @given(texts)
-def test_token_scan_and_toks(native: ModuleType, text: str) -> None:
+def test_token_scan(native: ModuleType, text: str) -> None:
     _same(native, lambda: token_scan(text))
-    _same(native, lambda: toks(text))
 
 
 def test_token_scan_keeps_what_the_regexes_keep(native: ModuleType) -> None:
@@ -82,13 +79,7 @@ def test_token_scan_keeps_what_the_regexes_keep(native: ModuleType) -> None:
         ("src/mod_a.py", (1, 18)),
     ]
     assert (scan.digit_starts, scan.word_starts) == ((3, 36, 49), (18,))
-    assert _same(native, lambda: toks(text)) == {"req-0042af", "v1.2.3", "src/mod_a.py"}
-
-
-@FEW
-@given(st.lists(texts, max_size=8))
-def test_toks_each(native: ModuleType, units: list[str]) -> None:
-    _same(native, lambda: toks_each(units))
+    assert set(scan.occurrences) == toks(text) == {"req-0042af", "v1.2.3", "src/mod_a.py"}
 
 
 @FEW
@@ -150,33 +141,9 @@ def test_worths_add_as_sum_does(native: ModuleType, xs: list[float]) -> None:
     assert got == [sum(tiny[t] for t in frozenset(tiny))]
 
 
-@FEW
-@given(st.lists(texts, min_size=1, max_size=4), texts, texts, st.integers(0, 50))
-def test_token_values_with_a_shared_memo(
-    native: ModuleType, results: list[str], inp: str, user: str, dist: int
-) -> None:
-    reused = frozenset(toks(user))
-
-    def run() -> tuple[list[dict[str, float]], dict[str, float]]:
-        memo: dict[str, float] = {}
-        ctx = ValueContext(input=inp, user=user, dist=dist, reused=reused)
-        return [value.token_values(r, ctx, own=memo) for r in results], memo
-
-    _same(native, run)
-
-
-@FEW
-@given(st.lists(texts, max_size=5), st.sets(st.sampled_from([*_PIECES, "ab", "..", "é"])))
-def test_key_scanner(native: ModuleType, found_in: list[str], keys: set[str]) -> None:
-    scanner = KeyScanner(keys)
-    _same(native, lambda: scanner.found_each(found_in))
-
-
 def test_bad_types_raise_type_error(native: ModuleType) -> None:
     calls: list[Callable[[], object]] = [
-        lambda: native.toks(1),
         lambda: native.token_scan(None),
-        lambda: native.toks_each(["ok", b"bytes"]),
         lambda: native.cover([1], [1], [{}], [0.5], [0], set(), 9),
         lambda: native.span_tokens("x", [(0, 1, True)], [0], object(), 0, toks),
         lambda: native.first_worths([{"a"}], [1], {"a": "x"}),
@@ -189,7 +156,7 @@ def test_bad_types_raise_type_error(native: ModuleType) -> None:
 def test_pure_python_is_forced_by_the_environment() -> None:
     probe = (
         "from factrail.core import candidate_tokens, kernels;"
-        "candidate_tokens.toks('req-0042af');"
+        "candidate_tokens.token_scan('req-0042af');"
         "print(repr(kernels.active().on()), kernels.describe(), sep='|')"
     )
     env = {**os.environ, "FACTRAIL_PURE_PYTHON": "1"}
@@ -202,23 +169,23 @@ def test_pure_python_is_forced_by_the_environment() -> None:
 def test_one_kernels_object_switched_by_use(native: ModuleType) -> None:
     """Every engine module reads the one active object; `use` swaps its fields for a block,
     kernel by kernel, and puts them back."""
-    from factrail.core import candidate_tokens, facts, keyscan, redact, tokens, units
+    from factrail.core import candidate_tokens, facts, redact, tokens, units
 
     k = kernels.active()
-    modules = (candidate_tokens, cover, facts, keyscan, redact, tokens, units, value)
+    modules = (candidate_tokens, cover, facts, redact, tokens, units, value)
     assert all(m._K is k for m in modules)
     before = k.on()
-    with use(Kernels(native).without("toks", "cover")) as inside:
+    with use(Kernels(native).without("fact_tokens", "cover")) as inside:
         assert inside is k
-        assert k.toks is None and k.cover is None and k.token_scan is native.token_scan
+        assert k.fact_tokens is None and k.cover is None and k.token_scan is native.token_scan
         assert kernels.describe() == f"native (C kernels: {', '.join(k.on())})"
-        assert "toks" not in k.on()
+        assert "fact_tokens" not in k.on()
         with use(Kernels()):
             assert k.on() == ()
             assert kernels.describe().startswith("pure Python (")
         assert k.token_scan is native.token_scan
     assert k.on() == before
-    assert Kernels(native, only=["toks"]).on() == ("toks",)
+    assert Kernels(native, only=["cover"]).on() == ("cover",)
     with pytest.raises(ValueError, match="no such kernels: nope"):
         Kernels(native).without("nope")
     with pytest.raises(ValueError, match="no such kernels: nope"):

@@ -24,16 +24,11 @@ def test_token_sets_and_scans_are_untracked(native: ModuleType) -> None:
     assert not gc.is_tracked(scan.occurrences)  # a dict of untracked values stays untracked
     fields = (scan.digit_starts, scan.digit_found, scan.word_starts, scan.word_found)
     assert all(fields) and not any(gc.is_tracked(f) for f in fields)
-    sets = native.toks_each(TEXT.split("\n"))
-    assert sets and not any(gc.is_tracked(s) for s in sets)
 
 
-def test_spans_and_ranks_are_untracked(native: ModuleType) -> None:
+def test_spans_are_untracked(native: ModuleType) -> None:
     spans = native.unit_spans(TEXT)
     assert spans and not any(gc.is_tracked(s) for s in spans)
-    units = TEXT.split("\n")
-    ranked, _ = native.rank_units(units, [3, 1, 2, 0])
-    assert ranked and not any(gc.is_tracked(pair) for pair in ranked)
 
 
 def test_scan_slices_are_untracked_unless_they_hold_a_container(native: ModuleType) -> None:
@@ -51,11 +46,10 @@ def test_scan_slices_are_untracked_unless_they_hold_a_container(native: ModuleTy
 def test_untracked_objects_are_still_freed(native: ModuleType) -> None:
     """Untracking only hides an object from the cycle collector: reference counting still
     frees it (no leak)."""
-    lines = TEXT.split("\n")
-    native.toks_each(lines)
+    native.token_scan(TEXT)
     native.unit_spans(TEXT)
     before = sys.getallocatedblocks()
     for _ in range(2000):
-        native.toks_each(lines)
+        native.token_scan(TEXT)
         native.unit_spans(TEXT)
     assert sys.getallocatedblocks() - before < 200

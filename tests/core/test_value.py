@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from factrail.core import cover as cover_module
 from factrail.core.candidate_tokens import (
     middle_tokens,
     token_occurrences,
@@ -496,3 +497,36 @@ def test_token_values_are_the_same_when_looked_up_in_token_substrings() -> None:
     assert [v.hex() for v in plain.values()] == [
         v.hex() for v in token_values(text, ctx, find=find).values()
     ]
+
+
+def test_a_key_holding_the_join_char_scans_each_text() -> None:
+    units = ["x a\x00b ab", "ab/mod_a.py"]
+    own = [frozenset(), frozenset({"ab"})]
+    values = {"mod_a.py": 0.5, "ab": 0.25, "a\x00b": 0.75}
+    scanner = KeyScanner(values)
+    assert scanner.merged(units, own, values) == [{"a\x00b", "ab"}, {"ab", "mod_a.py"}]
+
+
+_ERROR_BITS = ("error", "ERROR", "eRRor", "erro", "r", "failed", "FAILED", "fail", "ed",
+               "exception", "EXCEPTION", "exceptio", "n", "traceback", "TraceBack", "tracebac",
+               "k", "denied", "DENIED", "denie", "d", "not found", "NOT FOUND", "not  found",
+               "notfound", "not ", "found", "timed out", "TIMED OUT", "timed  out", "timedout",
+               "timed ", "out", "fatal", "FATAL", "fata", "l", "panic", "Panic", "pani", "c",
+               "\u212a", "\u017f", "\u0130", "\u0131", "é", "e", "t", " ", "\t",
+               "x", "_", "1", "\n")  # fmt: skip
+"""Error pieces in any case, cut short or split, and non-ASCII case twins (the Kelvin sign)."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_ERROR_BITS), max_size=6).map("".join), max_size=10))
+def test_error_units_are_the_units_the_error_regex_matches(units: list[str]) -> None:
+    """The needle prefilter never hides a match of `_ERROR_PIECE` (the regex decides non-ASCII
+    units)."""
+    want = [k for k, u in enumerate(units) if cover_module._ERROR_PIECE.search(u)]
+    assert cover_module._error_units(units) == want
+
+
+def test_error_units_of_known_units() -> None:
+    units = ["ok", "Permission DENIED", "tracebac\u212a", "é timed out", "TimedOut", "xErrorx",
+             "fatal: not a git repository", "goroutine 1 [running]: PANIC", "fata l"]  # fmt: skip
+    assert cover_module._error_units(units) == [1, 2, 3, 5, 6, 7]
