@@ -492,17 +492,29 @@ def _notes(
 ) -> set[str]:
     """The calls among `ids` that wrote down what the agent read: at least `NOTES_FACTS` of
     their arguments' fact tokens of `NOTES_TOKEN_CHARS` or more showed in earlier results (a
-    two-digit number is in every log and every module)."""
-    out: set[str] = set()
-    shown: set[str] = set()
-    for m in messages:
+    two-digit number is in every log and every module). Only the calls with that many such
+    tokens can be one, and only the results before the last of them are read."""
+    written: list[tuple[int, str, frozenset[str]]] = []  # (message index, id, its tokens)
+    for i, m in enumerate(messages):
         for u in m.tool_uses:
             if u.tool_use_id in ids:
-                written = {t for t in facts(input_json(u)) if len(t) >= NOTES_TOKEN_CHARS}
-                if len(written & shown) >= NOTES_FACTS:
-                    out.add(u.tool_use_id)
+                tokens = frozenset(t for t in facts(input_json(u)) if len(t) >= NOTES_TOKEN_CHARS)
+                if len(tokens) >= NOTES_FACTS:
+                    written.append((i, u.tool_use_id, tokens))
+    wanted = frozenset().union(*(tokens for _, _, tokens in written))
+    out: set[str] = set()
+    shown: set[str] = set()
+    k = 0
+    for i, m in enumerate(messages):
+        while k < len(written) and written[k][0] == i:  # a message's calls, then its results
+            _, uid, tokens = written[k]
+            if len(tokens & shown) >= NOTES_FACTS:
+                out.add(uid)
+            k += 1
+        if k == len(written):
+            break
         for r in m.tool_results:
-            shown.update(t for t in facts(r.text) if len(t) >= NOTES_TOKEN_CHARS)
+            shown.update(wanted.intersection(facts(r.text)))
     return out
 
 

@@ -291,11 +291,16 @@ def rerunnable_ids(messages: Sequence[Message]) -> set[str]:
     if not edits:
         return {u.tool_use_id for _, u in reads}
     outputs = result_texts(messages)
+    last_edit = {name: max(j for _, j in found) for name, found in edits.items()}
     out: set[str] = set()
     for i, u in reads:
-        named = read_paths(u.tool, u.input) + [
-            _norm(p) for p in search_paths(outputs.get(u.tool_use_id, ""))
-        ]
+        # Only a file edited after the read can make it stale, and a file its output names has
+        # that file's name in the output: without one, the output need not be searched.
+        later = [name for name, j in last_edit.items() if j > i]
+        output = outputs.get(u.tool_use_id, "")
+        named = read_paths(u.tool, u.input)
+        if later and any(name in output for name in later):
+            named += [_norm(p) for p in search_paths(output)]
         if not any(
             j > i and _same_file(p, q)
             for p in named

@@ -389,13 +389,18 @@ def facts_reach(
 ) -> bool:
     """Whether the distinct fact lines of `text` (len+1 each, no budget) make up `share` of it.
 
-    Only whether a unit matches matters here, not its score: the units a `FactScores` has not
-    scored yet are tried pattern by pattern until the share is reached.
+    Only whether a unit matches matters here, not its score: in Python, the units a
+    `FactScores` has not scored yet are tried pattern by pattern until the share is reached;
+    the C kernel scores them whole, and the `FactScores` keeps those scores for the stub that
+    cuts the text when the share is not reached.
     """
     need = len(text) * share
     distinct = list(dict.fromkeys(units_of(text)))
     if not isinstance(score, FactScores):
         return sum(len(u) + 1 for u in distinct if score(u) > 0) >= need
+    if _K.fact_scores is not None:
+        scores = score.many(distinct)
+        return sum(len(u) + 1 for u, s in zip(distinct, scores, strict=True) if s > 0) >= need
     got = 0
     unknown: list[str] = []
     for u, hit in zip(distinct, score.known(distinct), strict=True):

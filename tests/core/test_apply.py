@@ -7,11 +7,14 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from factrail.core import apply as apply_module
 from factrail.core import render as render_module
 from factrail.core.analysis import Analysis
 from factrail.core.apply import Reduction, apply, brief_value
+from factrail.core.facts import fact_tokens
 from factrail.core.marks import (
     full_output_phrase,
     is_compacted,
@@ -437,3 +440,37 @@ def test_a_quoted_read_keeps_the_ids_its_rerun_note_would_have_listed() -> None:
     note = apply(messages, {"r": "drop_result"}, reduction=Reduction(0.3, 0.0)).changed["r"]
     assert "reproducible, re-run the call" in note
     assert 'BUILD_ID = "bld-90203555"' in note.split("\n")
+
+
+def _notes_by_definition(messages: list[Message], ids: set[str]) -> set[str]:
+    """`_notes` read literally: every call in `ids` against every result before it."""
+    out: set[str] = set()
+    shown: set[str] = set()
+    for m in messages:
+        for u in m.tool_uses:
+            if u.tool_use_id in ids:
+                written = {t for t in fact_tokens(compact_json(u.input)) if len(t) >= 4}
+                if len(written & shown) >= apply_module.NOTES_FACTS:
+                    out.add(u.tool_use_id)
+        for r in m.tool_results:
+            shown.update(t for t in fact_tokens(r.text) if len(t) >= 4)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40), st.booleans()), max_size=8))
+def test_notes_are_the_calls_that_wrote_down_what_earlier_results_showed(
+    spec: list[tuple[int, int, bool]],
+) -> None:
+    """Each call writes `n` figures and its result shows `m`; the figures overlap from the start,
+    so some calls reach `NOTES_FACTS` and some do not, wherever the last of them is."""
+    messages = [Message("user", "go")]
+    for i, (n, m, listed) in enumerate(spec):
+        figures = " ".join(f"{1000 + k}" for k in range(n))
+        use = ToolUse(f"c{i}", "Write", {"file_path": "notes.md", "content": figures})
+        shown = "\n".join(f"row {1000 + k}" if listed else f"{1000 + k}" for k in range(m))
+        messages.append(Message("assistant", "", [use]))
+        messages.append(Message("user", "", tool_results=[ToolResult(f"c{i}", shown)]))
+    ids = {f"c{i}" for i in range(0, len(spec), 2)} | {"absent"}
+    got = apply_module._notes(messages, ids, lambda text: frozenset(fact_tokens(text)))
+    assert got == _notes_by_definition(messages, ids)

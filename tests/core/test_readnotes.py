@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from factrail.core.classify import edited_paths, rerunnable_ids, search_paths
+from pathlib import Path
+
+from factrail.core.classify import (
+    _norm,
+    _same_file,
+    edited_paths,
+    read_paths,
+    reproducible,
+    rerunnable_ids,
+    search_paths,
+)
 from factrail.core.model import Message, ToolResult, ToolUse
 from factrail.core.rails import rerun_note
 from factrail.core.readnotes import (
@@ -13,6 +23,7 @@ from factrail.core.readnotes import (
     read_extras,
     read_ids,
 )
+from factrail.eval.corpora import load_corpus_dir
 
 
 def test_search_paths_from_grep_and_listing_outputs() -> None:
@@ -113,3 +124,43 @@ def test_reads_of_every_agent_family_are_recognised() -> None:
     assert reproducible("bash", {"command": 'find_file "ReflectUtils.java"'})
     assert not reproducible("shell_command", {"command": 'bash -lc "npm test"'})
     assert not reproducible("exec_command", {"cmd": ["bash", "-lc", "cat a > b"]})
+
+
+def _rerunnable_by_definition(messages: list[Message]) -> set[str]:
+    """`rerunnable_ids` read literally: every read's named files, its output's included,
+    against every later edit."""
+    edits: list[tuple[str, int]] = []
+    reads: list[tuple[int, ToolUse]] = []
+    for i, m in enumerate(messages):
+        for u in m.tool_uses:
+            edits.extend((p, i) for p in edited_paths(u.tool, u.input))
+            if reproducible(u.tool, u.input):
+                reads.append((i, u))
+    outputs = {r.tool_use_id: r.text for m in messages for r in m.tool_results}
+    out: set[str] = set()
+    for i, u in reads:
+        named = read_paths(u.tool, u.input)
+        named += [_norm(p) for p in search_paths(outputs.get(u.tool_use_id, ""))]
+        if not any(j > i and _same_file(p, q) for p in named for q, j in edits):
+            out.add(u.tool_use_id)
+    return out
+
+
+def test_rerunnable_ids_match_their_definition_on_real_sessions(corpus_dir: Path) -> None:
+    """Only an output naming a later-edited file's name is searched for paths: the same reads
+    stay reproducible as when every output is searched."""
+    for _, messages in load_corpus_dir(corpus_dir):
+        assert rerunnable_ids(messages) == _rerunnable_by_definition(list(messages))
+
+
+def test_a_listing_naming_a_later_edited_file_observes() -> None:
+    listing = "src/app/main.py\nsrc/app/util.py\nREADME.md\n"
+    messages = [
+        Message("assistant", "", [ToolUse("r1", "Bash", {"command": "find src -name '*.py'"})]),
+        Message("user", "", tool_results=[ToolResult("r1", listing)]),
+        Message("assistant", "", [ToolUse("r2", "Bash", {"command": "ls docs"})]),
+        Message("user", "", tool_results=[ToolResult("r2", "a.md\nb.md\n")]),
+        Message("assistant", "", [ToolUse("e", "Edit", {"file_path": "/repo/src/app/util.py"})]),
+        Message("user", "", tool_results=[ToolResult("e", "ok")]),
+    ]
+    assert rerunnable_ids(messages) == _rerunnable_by_definition(messages) == {"r2"}
