@@ -35,11 +35,13 @@ __all__ = [
     "DEFAULT_TAINT_TOOLS",
     "EARLIER_SAMPLE",
     "SKILL_TOOL",
+    "TAINT_SCHEMA",
     "TaintFence",
     "TaintScan",
     "ToolRef",
     "body_refs",
     "command_refs",
+    "holds_taint",
     "merge_taint",
     "taint_write",
     "tool_refs",
@@ -49,6 +51,16 @@ DEFAULT_TAINT_TOOLS = ("mcp__email-gateway__", "mcp__claude_ai_Gmail__")
 DEFAULT_TAINT_SKILLS = ("email-search",)
 EARLIER_SAMPLE = "(earlier in this session)"
 SAMPLE_SIZE = 3
+TAINT_SCHEMA = 2
+"""The taint record's schema version (`v`), written by `taint_write`; the record is kept as
+written wherever it is stored (a session record, the plugin's store).
+
+1. No version: `{tainted, count, sample, at}`; it counts only when `tainted` is JSON true.
+2. `v`; otherwise as version 1.
+
+A record is written only for a tainted session, so one of a version this reader does not know
+counts as tainted (`holds_taint`): the fence never reads a newer writer's record as clean."""
+KNOWN_VERSIONS = (1, TAINT_SCHEMA)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +183,28 @@ def _names(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n for n in names if n))
 
 
-def _sticky(record: Any) -> bool:
-    """A stored record counts only as an object whose `tainted` is JSON true."""
-    return isinstance(record, Mapping) and record.get("tainted") is True
+def _version(record: Mapping[str, Any]) -> int | None:
+    """The record's version: 1 without one; None when it is not an integer."""
+    version = record.get("v", 1)
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+def holds_taint(record: Any) -> bool:
+    """Whether a stored record says its session is tainted: an object of a known version
+    whose `tainted` is JSON true, or any object of a version this reader does not know."""
+    if not isinstance(record, Mapping):
+        return False
+    if _version(record) not in KNOWN_VERSIONS:
+        return True
+    return record.get("tainted") is True
 
 
 def merge_taint(record: Any, scan: TaintScan) -> TaintScan:
     """A clean scan of a session with a stored taint stays tainted, and is marked sticky."""
-    if scan.tainted or not _sticky(record):
+    if scan.tainted or not holds_taint(record):
         return scan
+    if _version(record) not in KNOWN_VERSIONS:
+        return TaintScan(True, 1, (EARLIER_SAMPLE,), sticky=True)
     number = record.get("count")
     count = int(number) if isinstance(number, int | float) and 1 <= number < 2**63 else 1
     stored = record.get("sample")
@@ -189,6 +214,12 @@ def merge_taint(record: Any, scan: TaintScan) -> TaintScan:
 
 def taint_write(record: Any, scan: TaintScan, now_ms: int) -> dict[str, Any] | None:
     """The record to store on the first tainted scan; none once stored (the first `at` stays)."""
-    if not scan.tainted or _sticky(record):
+    if not scan.tainted or holds_taint(record):
         return None
-    return {"tainted": True, "count": scan.count, "sample": list(scan.sample), "at": now_ms}
+    return {
+        "v": TAINT_SCHEMA,
+        "tainted": True,
+        "count": scan.count,
+        "sample": list(scan.sample),
+        "at": now_ms,
+    }

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from factrail.policy.taint import holds_taint
 from factrail.session.keys import SESSION_HEADER, is_client_alias
+from factrail.stores.schema import COMPACTION_SCHEMA, VERSION, version_of
 from factrail.stores.state import SessionState, StateStore
 
 
@@ -45,7 +47,7 @@ class Recent:
     compactions: int = 0
     bets: int | None = 0
     """Of its compactions, those the cost gate ran on a bet that they pay back (None: not
-    counted, an older record)."""
+    counted, a version-1 session record with compactions and no `bets`)."""
 
 
 def summary(rows: Sequence[Recent]) -> dict[str, Any]:
@@ -107,7 +109,8 @@ def recent_report(rows: Sequence[Recent]) -> dict[str, Any]:
 
 
 def report(session: str, state: SessionState) -> dict[str, Any]:
-    """The session's compactions (newest last) and its standing figures, as JSON, with no
+    """The session's compactions (newest last; those of a version this reader does not know
+    left out: `schema.COMPACTION_SCHEMA`) and its standing figures, as JSON, with no
     capability in them (`without_capabilities`)."""
     return {
         "session": session,
@@ -117,10 +120,14 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
         "calibration": state.calibration,
         "reduced_results": len(state.plan),
         "frozen_calls": len(state.settled),
-        "tainted": bool(state.taint and state.taint.get("tainted") is True),
+        "tainted": holds_taint(state.taint),
         "updated_ms": state.updated_ms,
         "bill": bill(state),
-        "history": [without_capabilities(h) for h in state.history],
+        "history": [
+            without_capabilities(h)
+            for h in state.history
+            if version_of(h) in (1, COMPACTION_SCHEMA)
+        ],
     }
 
 
@@ -131,10 +138,10 @@ _HEX32 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32}(?![0-9a-fA-F])")
 
 
 def without_capabilities(compaction: Mapping[str, Any]) -> dict[str, Any]:
-    """A compaction's history record as a report shows it: each reduced result says whether
-    its whole (and its whole arguments) were saved, not under which output id; in its note,
-    the folder of every output id it names, and anything shaped like a capability, is
-    `HIDDEN`."""
+    """A compaction's history record (version 1 or 2) as a report shows it, without its
+    version: each reduced result says whether its whole (and its whole arguments) were saved,
+    not under which output id; in its note, the folder of every output id it names, and
+    anything shaped like a capability, is `HIDDEN`."""
     results = []
     for r in compaction.get("results", ()):
         row = {k: v for k, v in r.items() if k not in ("whole", "arguments_whole")}
@@ -145,7 +152,8 @@ def without_capabilities(compaction: Mapping[str, Any]) -> dict[str, Any]:
             row["arguments_saved"] = bool(r["arguments_whole"])
         row["note"] = _hide(str(r.get("note") or ""), folders)
         results.append(row)
-    return {**compaction, "results": results}
+    shown = {k: v for k, v in compaction.items() if k != VERSION}
+    return {**shown, "results": results}
 
 
 def _hide(note: str, folders: set[str]) -> str:
@@ -201,7 +209,8 @@ _WHY = {
     "forced": " (past the danger line)",
     "cold": " (the cache was cold)",
 }
-"""Why a compaction ran, by the cost gate's decision (older records have none)."""
+"""Why a compaction ran, by the cost gate's decision (a version-1 compaction record may have
+none)."""
 
 
 def _row(r: Mapping[str, Any]) -> str:
@@ -215,7 +224,7 @@ def _row(r: Mapping[str, Any]) -> str:
 
 def _where(r: Mapping[str, Any]) -> str:
     """Whether the whole result was saved, and the whole arguments when they were briefed
-    (older records do not say whether those were)."""
+    (a version-1 compaction record may not say whether those were)."""
     reduced = r["original_chars"] != r["kept_chars"]
     result = "saved" if r["saved"] else ("not saved" if reduced else "result sent whole")
     if not r["arguments_briefed"]:
@@ -240,8 +249,8 @@ def _bill_line(b: Mapping[str, float]) -> str:
 
 
 def _bets(compactions: int, bets: int | None) -> str:
-    """`, N on a bet` after a count of compactions (records before the twenty-second session
-    did not count their bets: nothing is said of them)."""
+    """`, N on a bet` after a count of compactions (nothing when they were not counted: a
+    version-1 session record without `bets`)."""
     return "" if not compactions or bets is None else f", {bets} on a bet"
 
 

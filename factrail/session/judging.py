@@ -28,6 +28,7 @@ from factrail.judges.base import Judge
 from factrail.policy.decide import decide
 from factrail.policy.taint import TaintScan
 from factrail.stores.decisions import DecisionLog
+from factrail.stores.schema import DECISION_SCHEMA, VERSION
 from factrail.stores.state import SessionState, known_answers, remember_answers
 
 
@@ -140,6 +141,7 @@ def decision_record(
     """One decision-log line: what was asked (redacted, as sent), answered and decided."""
     known = judge.known_secrets
     return {
+        VERSION: DECISION_SCHEMA,
         "session": session,
         "judge": {"kind": judge.kind, "endpoint": judge.endpoint, "model": judge.model},
         "egress": options.egress,

@@ -55,6 +55,7 @@ from factrail.session.zone import (
 )
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
+from factrail.stores.schema import COMPACTION_SCHEMA, VERSION
 from factrail.stores.state import MAX_HISTORY, NOTHING, Observed, SessionState, StateStore
 
 log = logging.getLogger("factrail.session")
@@ -489,6 +490,7 @@ class SessionCompactor:
                 }
             )
         return {
+            VERSION: COMPACTION_SCHEMA,
             "at_ms": int(self._clock() * 1000),
             "line": turn.line,
             "decision": result.decision,

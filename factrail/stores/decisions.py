@@ -11,6 +11,9 @@ itself makes sure of two things whatever the caller passed: the `session` is a h
 that is not, e.g. a name given to `factrail compact --session`, is hashed here), and every
 `endpoint` (top level or the judge's) keeps only its scheme, host, port and path: userinfo,
 query and fragment, where URLs carry credentials, are dropped.
+
+Each line carries its schema version (`schema.DECISION_SCHEMA`); `read_all` yields the lines of
+the versions it knows and skips the others.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from factrail.stores.paths import data_root, ensure_private_dir
+from factrail.stores.schema import DECISION_SCHEMA, version_of
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +117,8 @@ class DecisionLog:
         return written == len(line)
 
     def read_all(self) -> Iterator[dict[str, Any]]:
-        """Every record, files in name (date) order and lines in order; bad lines skipped."""
+        """Every record of version 1 or 2 (`DECISION_SCHEMA`), files in name (date) order and
+        lines in order; bad lines, and lines of a version this reader does not know, skipped."""
         try:
             names = sorted(name for name in os.listdir(self.root) if name.endswith(".jsonl"))
         except OSError:
@@ -128,7 +133,7 @@ class DecisionLog:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue
-                if isinstance(record, dict):
+                if isinstance(record, dict) and version_of(record) in (1, DECISION_SCHEMA):
                     yield record
 
     def expire(self, now: float) -> int:

@@ -3,17 +3,19 @@
 
 Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 
-- `<p>s:<session>`: the state blob (`encode_state`), expiring after the TTL; a tainted
-  session's record lives at least as long as its saved outputs (`taint_keep_seconds`);
-- `<p>c:<session>` and `<p>reach:<session>`: the calibration ratio and the cache reach, each
-  blended atomically in the server by a script (a turn's save never undoes one that landed
-  after its load); `<p>read:<session>`: the last answered turn's cache read, swapped by
-  `SET … GET` (Redis 6.2 or later, any Valkey); `<p>mark:<session>`: where the gateway last
-  put the cache marker (JSON); `<p>bill:<session>`: a hash of the session's bill (`billed`,
-  `spared`), each added to atomically (`HINCRBYFLOAT`);
+- `<p>s:<session>`: the session record (`encode_state`, `schema.STATE_SCHEMA`), expiring after
+  the TTL; a tainted session's record lives at least as long as its saved outputs
+  (`taint_keep_seconds`);
+- figure records (`schema.FIGURE_SCHEMA`): `<p>c:<session>` and `<p>reach:<session>`, the
+  calibration ratio and the cache reach, each blended atomically in the server by a script (a
+  turn's save never undoes one that landed after its load); `<p>read:<session>`, the last
+  answered turn's cache read, swapped by `SET … GET` (Redis 6.2 or later, any Valkey);
+  `<p>mark:<session>`, where the gateway last put the cache marker;
+- `<p>bill:<session>`: a hash of the session's bill (`billed`, `spared`, each added to
+  atomically by `HINCRBYFLOAT`, and its version `v`: `schema.BILL_SCHEMA`);
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
-  Anthropic threads);
+  Anthropic threads; `schema.LINK_SCHEMA`);
 - `<p>recent`: a sorted set of sessions by last update (for `factrail inspect` and the
   sessions route), trimmed past the TTL and to `max_sessions`.
 
@@ -38,6 +40,14 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import orjson
 import redis
 
+from factrail.policy.taint import holds_taint
+from factrail.stores.schema import (
+    BILL_SCHEMA,
+    FIGURE_SCHEMA,
+    LINK_SCHEMA,
+    VERSION,
+    version_of,
+)
 from factrail.stores.state import (
     CALIBRATION_RANGE,
     CALIBRATION_WEIGHT,
@@ -63,16 +73,29 @@ SOCKET_TIMEOUT_S = 0.5
 TRIM_EVERY = 64
 
 _BLEND = """
-local previous = tonumber(redis.call('GET', KEYS[1]))
+local version = tonumber(ARGV[8])
+local stored = redis.call('GET', KEYS[1])
+local previous = nil
+if stored then
+  previous = tonumber(stored)
+  if not previous then
+    local ok, record = pcall(cjson.decode, stored)
+    if ok and type(record) == 'table' and record['v'] == version then
+      previous = tonumber(record['x'])
+    end
+  end
+end
 local ratio = math.min(math.max(tonumber(ARGV[1]), tonumber(ARGV[3])), tonumber(ARGV[4]))
 local value = ratio
 if previous then value = previous + tonumber(ARGV[5]) * (ratio - previous) end
-redis.call('SET', KEYS[1], string.format('%.17g', value), 'PX', ARGV[2])
+redis.call('SET', KEYS[1], string.format('{"v":%d,"x":%.17g}', version, value), 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[7])
 return string.format('%.17g', value)
 """
-"""Blend a value into a stored one (`state.blend`, in the server): the value, its TTL, its
-bounds, its weight; then stamp the session in the recent set."""
+"""Blend a value into a stored figure (`state.blend`, in the server): the value, its TTL, its
+bounds, its weight, then the session and the time to stamp it with in the recent set, and the
+figure version to write (`schema.FIGURE_SCHEMA`). The stored figure is read at version 1 (the
+bare number) or at the one written; of any other it is absent, and the value replaces it."""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
@@ -163,16 +186,17 @@ class RedisStateStore:
                     self._mark_key(session),
                 ]
             )
-            pipe.hmget(self._bill_key(session), ["billed", "spared"])
-            (blob, ratio, share, read, placed), (billed, spared) = pipe.execute()
+            pipe.hmget(self._bill_key(session), ["billed", "spared", VERSION])
+            (blob, ratio, share, read, placed), bill = pipe.execute()
+            billed, spared = _bill(bill)
             stored = SessionState(
                 {},
-                calibration=_number(ratio, CALIBRATION_RANGE),
-                reach=_number(share, REACH_RANGE),
-                cached=_read(read),
-                mark=_mark(placed),
-                billed=_number(billed, UNBOUNDED),
-                spared=_number(spared, UNBOUNDED),
+                calibration=_number(_figure(ratio), CALIBRATION_RANGE),
+                reach=_number(_figure(share), REACH_RANGE),
+                cached=_read(_figure(read)),
+                mark=_mark(_figure(placed)),
+                billed=billed,
+                spared=spared,
             )
             if blob is None:
                 return (None if stored == SessionState({}) else stored), True
@@ -192,8 +216,7 @@ class RedisStateStore:
         def run() -> None:
             now = self._now_ms()
             blob = encode_state(replace(without_observed(state), updated_ms=now))
-            tainted = isinstance(state.taint, dict) and state.taint.get("tainted") is True
-            keep = self.taint_keep_ms if tainted else self.ttl_ms
+            keep = self.taint_keep_ms if holds_taint(state.taint) else self.ttl_ms
             pipe = self._client.pipeline(transaction=True)
             pipe.set(self._state_key(session), blob, px=keep)
             for key, value in (
@@ -201,7 +224,7 @@ class RedisStateStore:
                 (self._reach_key(session), state.reach),
             ):
                 if value is not None and math.isfinite(value):
-                    pipe.set(key, repr(value), px=keep, nx=True)
+                    pipe.set(key, _figure_blob(value), px=keep, nx=True)
                 pipe.pexpire(key, keep)
             pipe.pexpire(self._read_key(session), keep)
             pipe.pexpire(self._mark_key(session), keep)
@@ -240,19 +263,22 @@ class RedisStateStore:
             pipe = self._client.pipeline(transaction=False)
             for key, value, (low, high), weight in blends:
                 args: list[str | int | float] = [
-                    repr(value), self.ttl_ms, low, high, weight, now, session
+                    repr(value), self.ttl_ms, low, high, weight, now, session, FIGURE_SCHEMA
                 ]  # fmt: skip
                 self._blend(keys=[key, self._recent_key], args=args, client=pipe)
             if observed.mark is not None:
-                pipe.set(self._mark_key(session), orjson.dumps(observed.mark), px=self.ttl_ms)
+                placed = _figure_blob(observed.mark)
+                pipe.set(self._mark_key(session), placed, px=self.ttl_ms)
             for name, value in bill:
                 pipe.hincrbyfloat(self._bill_key(session), name, value)
             if bill:
+                pipe.hsetnx(self._bill_key(session), VERSION, BILL_SCHEMA)
                 pipe.pexpire(self._bill_key(session), self.ttl_ms)
             if cached is not None:
-                pipe.set(self._read_key(session), cached, px=self.ttl_ms, get=True)
+                read = _figure_blob(cached)
+                pipe.set(self._read_key(session), read, px=self.ttl_ms, get=True)
             replies = pipe.execute()
-            return _read(replies[-1]) if cached is not None else None
+            return _read(_figure(replies[-1])) if cached is not None else None
 
         return self._run("observe", run, None)
 
@@ -277,14 +303,14 @@ class RedisStateStore:
     def link(self, response_id: str, session: str) -> None:
         """Remember which session an answer id answered, for every replica (TTL'd)."""
         key = f"{self.prefix}r:{response_id}"
-        self._run("link", lambda: self._client.set(key, session, px=self.ttl_ms), None)
+        record = orjson.dumps({VERSION: LINK_SCHEMA, "session": session})
+        self._run("link", lambda: self._client.set(key, record, px=self.ttl_ms), None)
 
     def linked(self, response_id: str) -> str | None:
-        """The session an answer id answered, if remembered."""
+        """The session an answer id answered, if remembered (`_linked`)."""
 
         def run() -> str | None:
-            value = self._client.get(f"{self.prefix}r:{response_id}")
-            return None if value is None else _text(value)
+            return _linked(self._client.get(f"{self.prefix}r:{response_id}"))
 
         return self._run("linked", run, None)
 
@@ -350,42 +376,87 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}{host}{port}"))
 
 
-def _mark(value: Any) -> dict[str, Any] | None:
-    """A stored marker (None: absent or unreadable)."""
-    if value is None:
+def _figure_blob(value: Any) -> bytes:
+    """A figure record of version `FIGURE_SCHEMA` holding `value`."""
+    return orjson.dumps({VERSION: FIGURE_SCHEMA, "x": value})
+
+
+def _figure(stored: Any) -> Any:
+    """The value a stored figure record holds (`schema.FIGURE_SCHEMA`): at version 1 the bare
+    value (a number, or the marker's JSON object), at version 2 its `x`; None when absent,
+    unreadable, or of a version this reader does not know."""
+    if stored is None:
         return None
     try:
-        mark = orjson.loads(value)
+        value = orjson.loads(stored)
     except orjson.JSONDecodeError:
         return None
-    return mark if isinstance(mark, dict) else None
+    if not isinstance(value, dict):
+        return value
+    version = version_of(value)
+    if version == 1:
+        return value
+    return value.get("x") if version == FIGURE_SCHEMA else None
+
+
+def _mark(value: Any) -> dict[str, Any] | None:
+    """A figure's marker (None: absent, or not one)."""
+    return value if isinstance(value, dict) else None
 
 
 def _read(value: Any) -> int | None:
-    """A stored cache read (None: absent or unreadable)."""
-    if value is None:
+    """A figure's cache read (None: absent, or not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
         return None
-    try:
-        number = int(_text(value))
-    except ValueError:
-        return None
-    return number if number >= 0 else None
-
-
-UNBOUNDED = (-math.inf, math.inf)
-"""The bounds of a stored sum (any finite number)."""
+    return value if value >= 0 else None
 
 
 def _number(value: Any, bounds: tuple[float, float]) -> float | None:
-    """A stored blend (None: absent, unreadable, or out of its bounds)."""
+    """A figure's number (None: absent, not one, or out of its bounds)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    low, high = bounds
+    return number if math.isfinite(number) and low <= number <= high else None
+
+
+def _bill(fields: list[Any]) -> tuple[float | None, float | None]:
+    """`billed` and `spared` of a stored bill (`schema.BILL_SCHEMA`): read at version 1 (no
+    `v` field) and 2; neither of a version this reader does not know."""
+    billed, spared, version = fields
+    if version is not None and _text(version) != str(BILL_SCHEMA):
+        return None, None
+    return _sum(billed), _sum(spared)
+
+
+def _sum(value: Any) -> float | None:
+    """A stored sum (None: absent, unreadable or not finite)."""
     if value is None:
         return None
     try:
         number = float(_text(value))
     except ValueError:
         return None
-    low, high = bounds
-    return number if math.isfinite(number) and low <= number <= high else None
+    return number if math.isfinite(number) else None
+
+
+def _linked(stored: Any) -> str | None:
+    """The session a stored link names (`schema.LINK_SCHEMA`): at version 1 the bare session
+    key, at version 2 its `session`; None when absent, unreadable, or of a version this reader
+    does not know."""
+    if stored is None:
+        return None
+    text = _text(stored)
+    try:
+        record = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    if not isinstance(record, dict):
+        return text
+    session = record.get("session")
+    if version_of(record) != LINK_SCHEMA or not isinstance(session, str):
+        return None
+    return session
 
 
 def _text(value: Any) -> str:

@@ -21,7 +21,9 @@ from typing import TypeVar
 
 import orjson
 
+from factrail.policy.taint import holds_taint
 from factrail.stores.paths import ensure_private_dir
+from factrail.stores.schema import LINK_SCHEMA
 from factrail.stores.state import (
     Failures,
     Observed,
@@ -29,6 +31,7 @@ from factrail.stores.state import (
     decode_state,
     encode_state,
     keep_observed,
+    kept_as_tainted,
     take_observed,
 )
 
@@ -48,9 +51,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS leases ("
     " key TEXT PRIMARY KEY, token TEXT NOT NULL, expires_ms INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS links ("
-    " key TEXT PRIMARY KEY, session TEXT NOT NULL, updated_ms INTEGER NOT NULL)",
+    " key TEXT PRIMARY KEY, session TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
+    " v INTEGER NOT NULL DEFAULT 1)",
     "CREATE INDEX IF NOT EXISTS links_updated ON links (updated_ms)",
 )
+_LINK_VERSION = "ALTER TABLE links ADD COLUMN v INTEGER NOT NULL DEFAULT 1"
+"""The link rows' version column (`schema.LINK_SCHEMA`), added to a table made without it:
+its rows, and those a writer that does not name it adds, are version 1."""
 _UPSERT = (
     "INSERT INTO sessions (key, updated_ms, state) VALUES (?, ?, ?) ON CONFLICT (key)"
     " DO UPDATE SET updated_ms = excluded.updated_ms, state = excluded.state"
@@ -115,7 +122,7 @@ class SqliteStateStore:
             state = decode_state(row[1])
             if state is None:
                 return None, False
-            if row[0] < now - self.ttl_ms and not _is_tainted(state):
+            if row[0] < now - self.ttl_ms and not holds_taint(state.taint):
                 return None, True  # past the TTL: only a tainted record outlives it
             return state, True
 
@@ -227,21 +234,22 @@ class SqliteStateStore:
 
         def run(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT OR REPLACE INTO links (key, session, updated_ms) VALUES (?, ?, ?)",
-                (response_id, session, self._now_ms()),
+                "INSERT OR REPLACE INTO links (key, session, updated_ms, v) VALUES (?, ?, ?, ?)",
+                (response_id, session, self._now_ms(), LINK_SCHEMA),
             )
 
         self._run("link", run, None)
 
     def linked(self, response_id: str) -> str | None:
-        """The session an answer id answered, if remembered and not past the TTL."""
+        """The session an answer id answered, if remembered, not past the TTL and of a link
+        version this reader knows (1 or 2: the same row)."""
 
         def run(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(
-                "SELECT session FROM links WHERE key = ? AND updated_ms >= ?",
+                "SELECT session, v FROM links WHERE key = ? AND updated_ms >= ?",
                 (response_id, self._now_ms() - self.ttl_ms),
             ).fetchone()
-            return None if row is None else str(row[0])
+            return None if row is None or row[1] not in (1, LINK_SCHEMA) else str(row[0])
 
         return self._run("linked", run, None)
 
@@ -309,12 +317,9 @@ class SqliteStateStore:
 
     @staticmethod
     def _tainted(conn: sqlite3.Connection, key: str) -> bool:
-        """Whether the record of `key` carries a taint record that says tainted (an
-        undecodable record is garbage, not taint)."""
+        """Whether the record of `key` is kept as tainted (`state.kept_as_tainted`)."""
         row = conn.execute("SELECT state FROM sessions WHERE key = ?", (key,)).fetchone()
-        state = decode_state(row[0]) if row is not None else None
-        taint = state.taint if state is not None else None
-        return isinstance(taint, dict) and bool(taint.get("tainted"))
+        return row is not None and kept_as_tainted(row[0])
 
     def _run(self, operation: str, run: Callable[[sqlite3.Connection], T], default: T) -> T:
         """`run` on the connection under the lock; database and OS errors give `default`.
@@ -350,6 +355,7 @@ class SqliteStateStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             for statement in _SCHEMA:
                 conn.execute(statement)
+            _add_link_version(conn)
         except BaseException:
             conn.close()
             raise
@@ -371,6 +377,19 @@ LOCKED_RETRIES = 2
 LOCKED_PAUSE_S = 0.05
 
 
+def _add_link_version(conn: sqlite3.Connection) -> None:
+    """Give the links table its version column when it has none (another process may add it
+    at the same moment)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(links)")}
+    if "v" in columns:
+        return
+    try:
+        conn.execute(_LINK_VERSION)
+    except sqlite3.OperationalError as error:
+        if "duplicate column" not in str(error):
+            raise
+
+
 def _locked(error: BaseException) -> bool:
     """Whether `error` is SQLite's busy answer ("database is locked")."""
     return isinstance(error, sqlite3.OperationalError) and "locked" in str(error)
@@ -385,7 +404,3 @@ def _create_private_file(path: Path) -> None:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
-
-
-def _is_tainted(state: SessionState) -> bool:
-    return isinstance(state.taint, dict) and state.taint.get("tainted") is True

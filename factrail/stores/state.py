@@ -18,6 +18,14 @@ import orjson
 
 from factrail.core.plan import CallAnswer
 from factrail.core.reapply import PlanEntry, Ref, seal
+from factrail.policy.taint import holds_taint
+from factrail.stores.schema import (
+    ANSWERS_SCHEMA,
+    PLAN_SCHEMA,
+    STATE_SCHEMA,
+    VERSION,
+    version_of,
+)
 
 T = TypeVar("T")
 MAX_ANSWERS = 20_000
@@ -70,8 +78,9 @@ class SessionState:
     """Of `compactions`, those the cost gate ran on a bet that they pay back (`pays`); the
     others were forced past the danger line or ran on a cold cache. A session that cost more
     than sent whole without a bet paid for staying under its trigger, not for a lost bet.
-    None: not counted (a record written before bets were, with compactions)."""
-    taint: dict[str, Any] | None = None  # sticky taint record {tainted, count, sample, at}
+    None: not counted (a version-1 record with compactions and no `bets`)."""
+    taint: dict[str, Any] | None = None
+    """The sticky taint record (`policy.taint.taint_write`), kept as written."""
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
     reach: float | None = None
     """The share of the unchanged prefix the provider read from its cache on the session's
@@ -91,7 +100,8 @@ class SessionState:
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
-    """The last compactions, newest last, as `factrail inspect` shows them."""
+    """The last compactions, newest last, as `factrail inspect` shows them (each kept as
+    written, with its version: `schema.COMPACTION_SCHEMA`)."""
     settled: list[str] = field(default_factory=list)
     """Calls an earlier compaction already decided (reduced or left as they were): frozen until
     the hard line, so a compaction breaks the prompt cache only from what is newer."""
@@ -254,16 +264,19 @@ def with_observed(state: SessionState, stored: SessionState) -> SessionState:
 
 
 def encode_state(state: SessionState) -> bytes:
-    """The state as one JSON blob (answers trimmed to the bound)."""
+    """The state as one JSON blob, a session record of version `STATE_SCHEMA` (answers
+    trimmed to the bound)."""
     answers = dict(state.answers)
     _trim_answers(answers)
+    plan = {
+        key: _stored_entry(sealed)
+        for key, entry in state.plan.items()
+        if (sealed := seal(entry)) is not None
+    }
     return orjson.dumps(
         {
-            "plan": {
-                key: _stored_entry(sealed)
-                for key, entry in state.plan.items()
-                if (sealed := seal(entry)) is not None
-            },
+            VERSION: STATE_SCHEMA,
+            "plan": {VERSION: PLAN_SCHEMA, "entries": plan},
             "baseline_tokens": state.baseline_tokens,
             "compactions": state.compactions,
             "bets": state.bets,
@@ -274,7 +287,7 @@ def encode_state(state: SessionState) -> bytes:
             "mark": state.mark,
             "billed": state.billed,
             "spared": state.spared,
-            "answers": answers,
+            "answers": {VERSION: ANSWERS_SCHEMA, "entries": answers},
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
             "history": state.history[-MAX_HISTORY:],
@@ -284,26 +297,25 @@ def encode_state(state: SessionState) -> bytes:
 
 
 def decode_state(blob: bytes | str) -> SessionState | None:
-    """The state from `encode_state`'s blob; None when it is not a valid state."""
+    """The state from a session record of version 1 or 2 (`schema.STATE_SCHEMA`); None when
+    it is not a valid one, or is of a version this reader does not know."""
     try:
         raw = orjson.loads(blob)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(raw, dict) or not isinstance(raw.get("plan"), dict):
+    if not isinstance(raw, dict):
         return None
-    plan: dict[str, PlanEntry] = {}
-    for key, item in raw["plan"].items():
-        entry = _plan_entry(item)
-        if entry is None:
-            return None
-        plan[key] = entry
-    answers_raw = raw.get("answers")
-    answers: dict[str, dict[str, float]] = {}
-    if isinstance(answers_raw, dict):
-        for key, value in answers_raw.items():
-            answer = _answer(value) if isinstance(value, dict) else None
-            if answer is not None:
-                answers[key] = answer
+    version = version_of(raw)
+    if version == 1:
+        plan = _plan_entries(raw.get("plan"), 1)
+        answers = _answers(raw.get("answers"))
+    elif version == 2:
+        plan = _plan(raw.get("plan"))
+        answers = _answers_record(raw.get("answers"))
+    else:
+        return None
+    if plan is None:
+        return None
     taint = raw.get("taint")
     calibration = raw.get("calibration")
     reach = raw.get("reach")
@@ -328,9 +340,23 @@ def decode_state(blob: bytes | str) -> SessionState | None:
     )
 
 
+def kept_as_tainted(blob: bytes | str) -> bool:
+    """Whether a stored session record is kept as a tainted one: its taint record says
+    tainted (`policy.taint.holds_taint`), or the record is of a version this reader does not
+    know (it may hold one). An undecodable record is garbage, not taint."""
+    state = decode_state(blob)
+    if state is not None:
+        return holds_taint(state.taint)
+    try:
+        raw = orjson.loads(blob)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(raw, dict) and version_of(raw) not in (1, STATE_SCHEMA)
+
+
 def _bets(raw: Mapping[str, Any]) -> int | None:
-    """The record's bets; None when it has compactions but was written before bets were
-    counted."""
+    """The record's bets; None when it has compactions and no count (a version-1 record
+    without `bets`, or null: a count carried over from one)."""
     bets = _int_or_none(raw.get("bets"))
     if bets is None and (_int_or_none(raw.get("compactions")) or 0) > 0:
         return None
@@ -341,9 +367,52 @@ def _finite(value: Any) -> float | None:
     return float(value) if _is_number(value) else None
 
 
+def _plan(record: Any) -> dict[str, PlanEntry] | None:
+    """The plan of a version-2 session record: a plan record of version 2 (`PLAN_SCHEMA`);
+    empty for a version this reader does not know; None when malformed."""
+    if not isinstance(record, dict) or VERSION not in record:
+        return None
+    version = version_of(record)
+    if version != 2:
+        return {}
+    return _plan_entries(record.get("entries"), version)
+
+
+def _plan_entries(entries: Any, version: int) -> dict[str, PlanEntry] | None:
+    """The entries of a plan of `version`; None when one is malformed."""
+    if not isinstance(entries, dict):
+        return None
+    plan: dict[str, PlanEntry] = {}
+    for key, item in entries.items():
+        entry = _plan_entry(item, version)
+        if entry is None:
+            return None
+        plan[key] = entry
+    return plan
+
+
+def _answers_record(record: Any) -> dict[str, dict[str, float]]:
+    """The answers of a version-2 session record: an answers record of version 2
+    (`ANSWERS_SCHEMA`); none for a version this reader does not know, or when malformed."""
+    if not isinstance(record, dict) or version_of(record) != 2:
+        return {}
+    return _answers(record.get("entries"))
+
+
+def _answers(entries: Any) -> dict[str, dict[str, float]]:
+    """The valid answers of a map of them (the others dropped)."""
+    answers: dict[str, dict[str, float]] = {}
+    if isinstance(entries, dict):
+        for key, value in entries.items():
+            answer = _answer(value) if isinstance(value, dict) else None
+            if answer is not None:
+                answers[key] = answer
+    return answers
+
+
 def _stored_entry(entry: PlanEntry) -> dict[str, Any]:
-    """A sealed plan entry as stored: `r` lists where its blanked secrets are (empty: it has
-    none; absent only in records written before secrets were placed)."""
+    """A sealed plan entry as a version-2 plan stores it: `r` lists where its blanked secrets
+    are (empty: it has none)."""
     return {
         "h": entry.original_hash,
         "t": entry.reduced_text,
@@ -352,7 +421,8 @@ def _stored_entry(entry: PlanEntry) -> dict[str, Any]:
     }
 
 
-def _plan_entry(item: Any) -> PlanEntry | None:
+def _plan_entry(item: Any, version: int) -> PlanEntry | None:
+    """An entry of a plan of `version`; None when malformed."""
     if not isinstance(item, dict):
         return None
     digest, text, briefed = item.get("h"), item.get("t"), item.get("i")
@@ -361,7 +431,10 @@ def _plan_entry(item: Any) -> PlanEntry | None:
     if briefed is not None and not isinstance(briefed, dict):
         return None
     if "r" not in item:
-        return PlanEntry(digest, text, briefed)  # not looked for secrets: checked when saved
+        if version != 1:
+            return None
+        # a version-1 entry not looked for secrets: `seal` looks at it when it is saved again
+        return PlanEntry(digest, text, briefed)
     refs = _refs(item["r"])
     if refs is None:
         return None

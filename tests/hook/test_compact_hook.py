@@ -176,7 +176,13 @@ def test_the_session_s_model_prices_a_plugin_compaction() -> None:
 def test_taint_is_written_once_and_merged_from_the_store() -> None:
     tainted = session(extra=[{"tool_use_id": "e1", "tool": EMAIL, "input": {"q": "x"}}])
     body = compact(tainted)
-    assert body["store"]["taint"] == {"tainted": True, "count": 1, "sample": [EMAIL], "at": NOW}
+    assert body["store"]["taint"] == {
+        "v": 2,
+        "tainted": True,
+        "count": 1,
+        "sample": [EMAIL],
+        "at": NOW,
+    }
     record = {"tainted": True, "count": 1, "sample": [EMAIL], "at": 1}
     assert compact(tainted, store={"taint": record})["store"]["taint"] is None
 

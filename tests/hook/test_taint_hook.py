@@ -26,7 +26,7 @@ def taint(**fields: Any) -> Any:
     ],
 )
 def test_fenced_tools_taint_the_first_time(tool: str) -> None:
-    assert taint(tool=tool) == {"tainted": True, "count": 1, "sample": [tool], "at": 7}
+    assert taint(tool=tool) == {"v": 2, "tainted": True, "count": 1, "sample": [tool], "at": 7}
 
 
 @pytest.mark.parametrize(

@@ -129,7 +129,7 @@ def test_nudge_delay(ttl: float, margin: float, delay: int) -> None:
 def test_taint_is_written_from_the_tools_list() -> None:
     tools = [{"tool": "Read", "skill": None}, {"tool": "Skill", "skill": "email-search"}]
     body = turn(10, tools=tools)
-    assert body["taint"] == {"tainted": True, "count": 1, "sample": ["Skill"], "at": NOW}
+    assert body["taint"] == {"v": 2, "tainted": True, "count": 1, "sample": ["Skill"], "at": NOW}
     sticky = {"tainted": True, "count": 1, "sample": ["Skill"], "at": 1}
     assert turn(10, tools=tools, store={"taint": sticky})["taint"] is None
 

@@ -264,7 +264,7 @@ def test_taint_write_only_on_the_first_tainted_scan() -> None:
     """The first tainted scan is stored with its time; later ones keep the first record."""
     scan = TaintScan(True, 2, (EMAIL, "Skill"))
     record = taint_write(None, scan, 7)
-    assert record == {"tainted": True, "count": 2, "sample": [EMAIL, "Skill"], "at": 7}
+    assert record == {"v": 2, "tainted": True, "count": 2, "sample": [EMAIL, "Skill"], "at": 7}
     assert taint_write(record, scan, 9) is None
     assert taint_write(record, TaintScan(True, 5, ("z",)), 9) is None
     assert taint_write(None, TaintScan(), 7) is None

@@ -87,11 +87,11 @@ def test_decode_drops_invalid_answers_and_fields() -> None:
     assert state.compactions == 0 and state.calibration is None
 
 
-def test_bets_are_kept_and_an_older_record_with_compactions_has_none_counted() -> None:
+def test_bets_are_kept_and_a_version_1_record_without_them_has_none_counted() -> None:
     counted = SessionState(plan={}, compactions=3, bets=2)
     assert decode_state(encode_state(counted)) == counted
-    older = decode_state(b'{"plan": {}, "compactions": 2}')
-    assert older is not None and older.compactions == 2 and older.bets is None
+    uncounted = decode_state(b'{"plan": {}, "compactions": 2}')
+    assert uncounted is not None and uncounted.compactions == 2 and uncounted.bets is None
     fresh = decode_state(b'{"plan": {}}')
     assert fresh is not None and fresh.bets == 0
 

@@ -222,9 +222,9 @@ def test_reapplying_a_sealed_plan_sends_the_reduced_text_again() -> None:
     assert done == {"c1"} and out[1].tool_results[0].text == reduced
 
 
-def test_a_record_written_in_clear_drops_the_entries_holding_secrets() -> None:
-    """A plan entry stored before secrets were placed is looked at when saved again: one
-    holding a secret is dropped (the result is reduced afresh), the others stay."""
+def test_a_version_1_plan_drops_the_entries_holding_secrets() -> None:
+    """A version-1 plan entry without `r` (not looked for secrets) is looked at when saved
+    again: one holding a secret is dropped (the result is reduced afresh), the others stay."""
     secret = rand(20)
     blob = orjson.dumps(
         {
