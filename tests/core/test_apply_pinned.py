@@ -3,22 +3,8 @@
 A speed-up of the rails must not change what they produce: this pins the changed texts, briefs,
 tier, sizes and touched flags of 78 outcomes (synthetic sessions, v1 and v2; four reductions;
 four selections; with and without final results), and 240 of the dev corpus when it is present
-(equal, when first written, to the outcomes before the speed-ups of the second session; in the
-fourth, 10 corpus pins of two sessions were regenerated when the byte-level token estimate came to
-count non-ASCII whitespace as free, as its regex definition always did; in the seventh, the pins
-whose pooled budget had left a stub with no fact line were regenerated when each stub came to keep
-at least its own best line; in the eighth, the 66 pins holding a re-run note of a read whose ids
-all sit on short lines, when the note came to keep those lines instead of listing the ids; in
-the tenth, the 86 corpus pins of 25 sessions holding a reduced call that wrote a file, when its
-over-long arguments came to be briefed, then 15 of 3 sessions, when the lower-case `write` and
-`edit` came to count as editors and a call that wrote down what the agent read to keep its
-arguments, then 45 of 14 sessions, when every reduced call's over-long arguments came to be
-briefed, then 180 of 36, when the brief's mark came to name factrail, then 10 of 2, when the
-agent's notes came to count only fact tokens of 4 chars or more; in the thirteenth, the 5 of
-the one Codex code-mode session, when its scripts that only run read commands came to be
-reads; in the nineteenth, 84 corpus pins of 20 sessions and 26 synthetic-v2 pins, when a read
-the agent had quoted from came to be reduced as an observation). A change that is meant to
-alter the output regenerates the pins:
+(each regeneration and why it was meant is in the git log of this file and its data). A change
+that is meant to alter the output regenerates the pins:
 
     .venv/bin/python tests/core/test_apply_pinned.py
 """

@@ -28,8 +28,7 @@ def result(i: str, text: str) -> Message:
 
 
 def reference_candidate_tokens(s: str) -> set[str]:
-    """The definition, one character at a time (as the module computed it until the
-    twenty-second session)."""
+    """The definition, one character at a time (as the module computed it before 4f82891)."""
     out: set[str] = set()
     for m in re.finditer(r"[A-Za-z0-9][A-Za-z0-9_.:/@#-]{5,}", s):
         t = m.group().rstrip(".:,")
