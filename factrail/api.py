@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 import httpx
 
+from factrail import runtime
 from factrail.core.formats.detect import dump_document, parse_any
-from factrail.judges import configured_judge
 from factrail.policy.provenance import raw_evidence
-from factrail.session import SessionCompactor, TurnResult
+from factrail.session import TurnResult
 from factrail.settings import Settings
-from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore
 
 
@@ -47,17 +46,20 @@ async def compact_transcript(
     Reduced outputs are saved to `outputs` when given. Raises FormatError for input it cannot
     read and JudgeConfigError for a judge that may not be built.
     """
-    cfg = settings or Settings()
+    # one transcript, once: its state lives in memory and no decision is logged
+    cfg = (settings or Settings()).model_copy(
+        update={"state_url": "memory://", "record_decisions": False}
+    )
     doc = parse_any(data, filename=filename)
-    options = cfg.engine_options(outputs_route=None)
     own = client is None
     http = client or httpx.AsyncClient()
     try:
-        compactor = SessionCompactor(
-            options,
-            state=MemoryStateStore(),
+        compactor = runtime.compactor(
+            cfg,
+            judge=runtime.judge(cfg, http, fallback=False).required(),
+            state=runtime.state_store(cfg),
             outputs=outputs,
-            judge=configured_judge(cfg, http),
+            options=cfg.engine_options(outputs_route=None),
         )
         try:
             result = await compactor.compact(

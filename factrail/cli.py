@@ -363,13 +363,13 @@ async def _compact(args: argparse.Namespace) -> int:
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from factrail import runtime
     from factrail.session.inspect import listing, recent_bills, recent_report, render, report
     from factrail.session.keys import header_key
     from factrail.settings import Settings
-    from factrail.stores import open_state_store, state_url
 
     settings = Settings()
-    store = open_state_store(state_url(settings.state_url))
+    store = runtime.state_store(settings)
     try:
         if args.list:
             rows = recent_bills(store, max(args.limit, 1), live_s=settings.cache_ttl_s)

@@ -127,9 +127,9 @@ def _decider(name: Decider, settings: Settings, client: Any) -> DeciderName | De
 
         return recorded
 
-    from factrail.judges import configured_judge
+    from factrail import runtime
 
-    judge = configured_judge(settings.model_copy(update={"judge": name}), client)
+    judge = runtime.judge(settings.model_copy(update={"judge": name}), client).required()
 
     def judged(prefix: Sequence[Message]) -> dict[str, Action]:
         plan = build_plan(prefix, options, {}, frozenset())
@@ -193,6 +193,7 @@ def evaluate(
             cache_ttl_s=cache_ttl_s,
             model=price_model,
             progress=lambda items: shown(items, "sim"),
+            settings=settings,
         )
         result["sim"] = sim_totals.get("rails")
         result["sim_strategies"] = sim_totals

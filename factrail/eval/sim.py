@@ -43,6 +43,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from factrail import runtime
 from factrail.core.model import Action, Message, input_json, transcript_tokens
 from factrail.core.plan import rules_actions
 from factrail.core.tokens import TokenCache
@@ -55,11 +56,10 @@ from factrail.eval.strategies import (
     mask,
     middle_out,
 )
-from factrail.judges.rules import RulesJudge
 from factrail.policy.cost import Prices, Profile, prices
 from factrail.policy.trigger import soft_line
-from factrail.session import EngineOptions, SessionCompactor
-from factrail.stores.memory_state import MemoryStateStore
+from factrail.session import EngineOptions
+from factrail.settings import Settings
 from factrail.stores.outputs import OutputStore
 
 LENGTHS = (0.8, 1.0, 1.2, 1.5)
@@ -208,18 +208,23 @@ async def simulate(
     profile: Profile = "anthropic",
     cache_ttl_s: float | None = None,
     model: str = "",
+    settings: Settings | None = None,
 ) -> list[SimRow]:
     """Every (length, strategy) row for one transcript; the rails run as the gateway would
     under `options`, at a trigger of 0.6 of each length's window (outputs saved to a temporary
     folder when `options.save_outputs`). `cache_ttl_s`: the cache lifetime the simulated client
     asks for (3600: Anthropic's one-hour cache, whose writes cost 2× input); `model`: the model
-    it asks for (the profile's prices for it, and what the rails' gate is told)."""
+    it asks for (the profile's prices for it, and what the rails' gate is told). `settings`
+    (default: the environment's) are what the runtime builds the rest from: the rules judge and
+    a state store in memory whatever they name."""
     price = prices(profile, model, cache_ttl_s, options.model_prices)
+    base = settings if settings is not None else Settings()
+    sim = base.model_copy(update={"state_url": "memory://", "judge": "rules"})
     with tempfile.TemporaryDirectory(prefix="factrail-sim-") as folder:
         outputs = OutputStore(Path(folder), secret=SIM_SECRET) if options.save_outputs else None
         pricing = (price, cache_ttl_s, model)
         return await _simulate(name, messages, replace(options, price_profile=profile), outputs,
-                               lengths, strategies, visibility, pricing)  # fmt: skip
+                               lengths, strategies, visibility, pricing, sim)  # fmt: skip
 
 
 async def _simulate(
@@ -231,6 +236,7 @@ async def _simulate(
     strategies: Sequence[str],
     visibility: Visibility,
     pricing: tuple[Prices, float | None, str],
+    settings: Settings,
 ) -> list[SimRow]:
     price, cache_ttl_s, model = pricing
     meter = _Meter()
@@ -255,11 +261,12 @@ async def _simulate(
                 windows={"": int(window)},  # every model: this length's window
             ),
         )
-        compactor = SessionCompactor(
-            at_length,
-            state=MemoryStateStore(),
+        compactor = runtime.compactor(
+            settings,
+            judge=runtime.judge(settings).required(),
+            state=runtime.state_store(settings),
             outputs=outputs,
-            judge=RulesJudge(),
+            options=at_length,
         )
         rivals: dict[str, Strategy] = {
             "erase": erase,
@@ -416,11 +423,13 @@ def run_sim(
     cache_ttl_s: float | None = None,
     model: str = "",
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+    settings: Settings | None = None,
 ) -> tuple[list[SimRow], dict[str, Any]]:
     """Simulate every transcript; return the rows and the per-strategy totals."""
     unknown = set(strategies) - set(NAMES)
     if unknown:
         raise ValueError(f"unknown strategies: {sorted(unknown)}")
+    base = settings if settings is not None else Settings()
 
     async def go() -> list[SimRow]:
         rows: list[SimRow] = []
@@ -439,6 +448,7 @@ def run_sim(
                     profile=profile,
                     cache_ttl_s=cache_ttl_s,
                     model=model,
+                    settings=base,
                 )
             )
         return rows

@@ -1,7 +1,7 @@
 """What the gateway needs from the engine, and how it builds the real one from its settings.
 
-The gateway depends on the `Engine` bundle only, so tests inject fakes and the real
-`factrail.session.SessionCompactor` is wired in one place (`build_engine`).
+The gateway depends on the `Engine` bundle only, so tests inject fakes; the real
+`factrail.session.SessionCompactor` comes from `factrail.runtime` (`build_engine`).
 """
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from factrail import runtime
 from factrail.core.formats import anthropic, openai_chat, responses
 from factrail.core.formats.base import Document
 from factrail.core.model import Message
 from factrail.core.plan import JudgeRequest
 from factrail.judges.base import Judge, JudgeRound
 from factrail.policy.provenance import Evidence
-from factrail.session import SessionCompactor, TurnResult, session_key
+from factrail.session import TurnResult, session_key
 from factrail.session.keys import Chain
 from factrail.settings import Settings
-from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import Observed, StateStore
 
@@ -103,16 +103,15 @@ def build_engine(
     outputs: OutputStore | None,
     judge: Judge,
     observe_judge: Callable[[float], None],
-    decisions: DecisionLog | None = None,
     observe_preparation: Callable[[str, float], None] | None = None,
 ) -> Engine:
-    """The real engine: a `SessionCompactor` over the stores and the (timed) judge."""
-    compactor = SessionCompactor(
-        settings.engine_options(),
+    """The real engine: the runtime's session compactor over the stores and the (timed)
+    judge, with the decision log the settings call for."""
+    compactor = runtime.compactor(
+        settings,
+        judge=TimedJudge(judge, observe_judge),
         state=state,
         outputs=outputs,
-        judge=TimedJudge(judge, observe_judge),
-        decisions=decisions,
         observe_preparation=observe_preparation,
     )
     return Engine(

@@ -18,7 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from factrail import __version__
+from factrail import __version__, runtime
 from factrail.core import kernels
 from factrail.gateway.bills import watch_bills
 from factrail.gateway.engine import Engine, build_engine
@@ -31,13 +31,9 @@ from factrail.gateway.routes.proxied import ProxiedRoutes
 from factrail.gateway.shutdown import exit_zero_on_sigterm
 from factrail.gateway.sweeper import sweep_outputs
 from factrail.gateway.upstream import make_client, pool_of
-from factrail.judges import configured_judge, make_judge
-from factrail.judges.base import JudgeConfigError
 from factrail.settings import Settings
-from factrail.stores import admin_key, open_state_store, state_url
-from factrail.stores.decisions import DecisionLog
-from factrail.stores.outputs import DAY_SECONDS, OutputStore
-from factrail.stores.paths import data_root
+from factrail.stores import admin_key, state_url
+from factrail.stores.outputs import OutputStore
 from factrail.stores.state import StateStore, StoreConfigError
 
 SWITCH_INTERVAL_S = 0.001
@@ -60,24 +56,16 @@ def default_engine(
     client: httpx.AsyncClient,
 ) -> Engine:
     """The real engine with the configured judge (rules when it cannot be built)."""
-    try:
-        judge = configured_judge(settings, client)
-    except JudgeConfigError as exc:
-        log.warning("judge %s not usable (%s); using the rules", settings.judge, exc)
-        judge = make_judge("rules", client=client)
-    observe = metrics.judge_seconds.observe
-    decisions = None
-    if settings.record_decisions and judge.kind != "rules":
-        root = data_root()
-        if root is not None:
-            decisions = DecisionLog(root / "decisions", settings.decisions_retention_days)
+    choice = runtime.judge(settings, client)
+    if choice.error is not None:
+        log.warning("judge %s not usable (%s); using the rules", settings.judge, choice.reason)
+    assert choice.judge is not None
     return build_engine(
         settings,
         state=state,
         outputs=outputs,
-        judge=judge,
-        observe_judge=observe,
-        decisions=decisions,
+        judge=choice.judge,
+        observe_judge=metrics.judge_seconds.observe,
         observe_preparation=metrics.record_preparation,
     )
 
@@ -103,13 +91,10 @@ def create_app(
             cfg.connect_timeout_s, cfg.read_timeout_s, cfg.max_connections, cfg.upstream_keepalive_s
         )
         metrics = Metrics()
-        store = state or open_state_store(
-            state_url(cfg.state_url),
-            max_bytes=cfg.state_max_bytes,
-            taint_keep_seconds=cfg.outputs_retention_days * DAY_SECONDS,
-            on_error=lambda operation: metrics.store_errors.labels(operation).inc(),
+        store = state or runtime.state_store(
+            cfg, on_error=lambda operation: metrics.store_errors.labels(operation).inc()
         )
-        saved = outputs or cfg.output_store()
+        saved = outputs or runtime.output_store(cfg)
         shared = state_url(cfg.state_url).split(":", 1)[0] in ("redis", "rediss", "unix")
         if shared and saved is not None and not cfg.outputs_secret.get_secret_value():
             log.warning(

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from factrail import runtime
 from factrail.core.formats import hook as hook_format
 from factrail.core.formats.base import FormatError, WireDocument
 from factrail.core.model import Message, transcript_tokens
@@ -37,7 +38,6 @@ from factrail.hook.fence import merged_taint
 from factrail.hook.lines import MODEL, session_trigger
 from factrail.hook.options import HookOptions, read_options, resolve_enabled
 from factrail.hook.protocol import HookError, now_ms, number, section, stored, text
-from factrail.judges import JudgeConfigError, configured_judge, make_judge
 from factrail.judges.base import Judge
 from factrail.policy.cost import lifetime
 from factrail.policy.decide import decide
@@ -45,10 +45,6 @@ from factrail.policy.provenance import Evidence, continued
 from factrail.policy.taint import TaintScan, merge_taint, taint_write, tool_refs
 from factrail.session import SessionCompactor, Turn, TurnResult
 from factrail.session.gate import CostGate
-from factrail.settings import Settings
-from factrail.stores import open_state_store, state_url
-from factrail.stores.decisions import DecisionLog
-from factrail.stores.paths import data_root
 from factrail.stores.state import SessionState, StateStore
 
 SESSION_PREFIX = "claude-code:"
@@ -155,11 +151,13 @@ async def _run(
 ) -> dict[str, Any]:
     settings = options.settings
     async with httpx.AsyncClient() as client:
-        judge, prefix = _judge(settings, client)
-        if judge is None:
-            if options.fallback == "summary":
-                return done("builtin", "no-key", f"factrail: built-in summary ({prefix})")
-            judge, prefix = make_judge("rules", client=client), "rules:no-key"
+        # `summary` hands over to the built-in summary, not the rules, when no judge may be built
+        choice = runtime.judge(settings, client, fallback=options.fallback == "rules")
+        if choice.judge is None:
+            return done(
+                "builtin", "no-key", f"factrail: built-in summary (no-key: {choice.reason})"
+            )
+        judge, prefix = choice.judge, "" if choice.error is None else "rules:no-key"
         fenced = _fenced(req, scan)
         if judge.kind != "rules":
             verdict = decide(taint=fenced, local=judge.local)
@@ -205,14 +203,6 @@ async def _run(
     )
 
 
-def _judge(settings: Settings, client: httpx.AsyncClient) -> tuple[Judge | None, str]:
-    """The configured judge, or None (and why) when it may not be built."""
-    try:
-        return configured_judge(settings, client), ""
-    except JudgeConfigError as err:
-        return None, f"no-key: {err}"
-
-
 def _fenced(req: Request, scan: TaintScan) -> TaintScan:
     """The scan as `decide` reads it: a transcript that continues the client's own compaction
     cannot prove it is clean."""
@@ -229,7 +219,7 @@ async def _compact(
     settings = options.settings
     forced = req.trigger != "plugin"
     lines = session_trigger(options, req.window)
-    store = open_state_store(state_url(settings.state_url))
+    store = runtime.state_store(settings)
     key = state_key(req.session)
     try:
         estimate = transcript_tokens(req.messages)
@@ -256,12 +246,13 @@ async def _compact(
         # finds it cold, so the step costs this compaction as on a cold cache
         ttl = lifetime(settings.cache_ttl_s, options.ttl_s)
         ahead = ttl + 1 if req.cause == CAUSE_WARM else 0.0
-        compactor = (ForcedCompactor if forced else SessionCompactor)(
-            tuned.engine_options(outputs_route=None),
-            state=store,
-            outputs=tuned.output_store() if tuned.save_outputs else None,
+        compactor = runtime.compactor(
+            tuned,
             judge=judge,
-            decisions=_decision_log(tuned, judge),
+            state=store,
+            outputs=runtime.output_store(tuned) if tuned.save_outputs else None,
+            options=tuned.engine_options(outputs_route=None),
+            kind=ForcedCompactor if forced else SessionCompactor,
             clock=lambda: time.time() + ahead,
         )
         try:
@@ -297,15 +288,6 @@ def _prepare_state(store: StateStore, key: str, req: Request, forced: bool) -> N
         store.save(key, state)
     except Exception:  # a refinement: the step runs on what the store has
         return
-
-
-def _decision_log(settings: Settings, judge: Judge) -> DecisionLog | None:
-    if not settings.record_decisions or judge.kind == "rules":
-        return None
-    root = data_root()
-    if root is None:
-        return None
-    return DecisionLog(root / "decisions", settings.decisions_retention_days)
 
 
 def _sticky(record: Any) -> bool:

@@ -14,13 +14,12 @@ from typing import Any, Literal
 
 import httpx
 
-from factrail import __version__
+from factrail import __version__, runtime
 from factrail.hook.fence import merged_taint, request_refs
 from factrail.hook.lines import session_trigger
 from factrail.hook.options import read_options, resolve_enabled
 from factrail.hook.protocol import number, section, stored, text
 from factrail.hook.turn import baseline_tokens
-from factrail.judges import JudgeConfigError, configured_judge
 from factrail.policy.decide import decide
 from factrail.stores import state_url
 from factrail.stores.paths import data_root
@@ -103,14 +102,14 @@ def _judge_line(settings: Any, enabled: bool, scan: Any, fallback: str) -> str:
         return "this session would be compacted by the rules (no model; nothing leaves)"
     client = httpx.AsyncClient()
     try:
-        judge = configured_judge(settings, client)
-    except JudgeConfigError as err:
-        if fallback == "summary":
-            return f"this session would get the built-in summary (no-key: {err})"
-        return f"this session would be compacted by the rules, no model (no-key: {err})"
+        choice = runtime.judge(settings, client, fallback=False)
     finally:
         asyncio.run(client.aclose())
-    verdict = decide(taint=scan, local=judge.local)
+    if choice.judge is None:
+        if fallback == "summary":
+            return f"this session would get the built-in summary (no-key: {choice.reason})"
+        return f"this session would be compacted by the rules, no model (no-key: {choice.reason})"
+    verdict = decide(taint=scan, local=choice.judge.local)
     if verdict.model:
         return f"this session would be judged by {settings.judge} ({verdict.reason})"
     detail = f": {verdict.detail}" if verdict.detail else ""
@@ -120,7 +119,7 @@ def _judge_line(settings: Any, enabled: bool, scan: Any, fallback: str) -> str:
 
 
 def _paths_line(save: bool, record: bool, settings: Any) -> str:
-    store = settings.output_store() if save else None
+    store = runtime.output_store(settings) if save else None
     outputs = "off" if not save else (str(store.root) if store is not None else "no cache folder")
     data = data_root()
     decisions = "off" if not record else (str(data / "decisions") if data else "no data folder")
