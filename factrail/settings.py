@@ -395,6 +395,18 @@ class Settings(BaseSettings):
         """Where these settings came from, in words."""
         return self._source
 
+    def overlaid(self, values: Mapping[str, Any]) -> Settings:
+        """A copy with each of `values` (field name → raw value) that the field's own
+        validators accept; a value they refuse keeps this setting. The combinations are not
+        checked again."""
+        merged = self.model_copy()
+        for name, value in values.items():
+            try:
+                type(self).__pydantic_validator__.validate_assignment(merged, name, value)
+            except ValidationError:
+                continue
+        return merged
+
     def bind_problems(self, host: str) -> list[str]:
         """Why the gateway may not serve on `host` with these settings (none: it may)."""
         key = self.admin_key.get_secret_value()

@@ -1,11 +1,12 @@
-"""The plugin's `userConfig`, as the plugin forwards it untouched, read into typed options.
+"""The plugin's `userConfig`, as the plugin forwards it untouched, laid over `Settings`.
 
-Every option is optional: one left out (or malformed: a wrong type, a non-finite number, an
-unknown keyword) keeps the value of this binary's own settings (`FACTRAIL_*`, the TOML file),
-so an operator configures the plugin path and the proxy path in one place. Numbers may arrive
-as numeric strings (a shell-projected option); keywords are trimmed and case-insensitive. The
-fence's lists are the exception: they add to the settings' lists, and one that cannot be read
-(`;`-separated, a name with a space) fails the request, so it never fences less than was meant.
+Every option is optional. Each one naming a setting is read leniently from JSON (numbers may
+arrive as numeric strings; keywords are trimmed and case-insensitive; counts are floored) and
+then checked by that setting's own validators (`Settings.overlaid`): one left out or refused
+keeps the value of this binary's own settings (`FACTRAIL_*`, the TOML file), so an operator
+configures the plugin path and the proxy path in one place. The fence's lists are the exception:
+they add to the settings' lists, and one that cannot be read (`;`-separated, a name with a
+space) fails the request, so it never fences less than was meant.
 
 Credentials never come from here: an `apiKey` option is ignored. The environment's judge key
 (`FACTRAIL_JUDGE_API_KEY`) goes only to the judge the settings name: options that name another
@@ -23,9 +24,9 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
-from factrail.hook.protocol import MAX_NUMBER, HookError
+from factrail.hook.protocol import HookError, number
 from factrail.judges import systemone
-from factrail.settings import Settings
+from factrail.settings import KEEP_THRESHOLD_BOUNDS, Settings
 from factrail.settings_check import parse_names
 
 Fallback = Literal["rules", "summary"]
@@ -35,29 +36,24 @@ DEFAULT_TTL_MARGIN_S = 300.0
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 _OFF = ("0", "false", "off", "no")
 _ON = ("1", "true", "on", "yes")
+_COUNTS = (
+    ("preserveRecentMessages", "preserve_recent"),
+    ("maxStateTokens", "max_state_tokens"),
+    ("maxRequestTokens", "max_request_tokens"),
+    ("truncateHeadChars", "head_chars"),
+    ("rearmTokens", "rearm_tokens"),
+)
+"""Whole-count options (floored) → the setting each overrides."""
+_FLAGS = (("saveFullOutputs", "save_outputs"), ("recordDecisions", "record_decisions"))
+_LISTS = (("taintTools", "taint_tools"), ("taintSkills", "taint_skills"))
 
 
 def finite(value: Any) -> float | None:
-    """A finite number of at most `MAX_NUMBER`, from a JSON number or a numeric string (no `_`,
-    no `inf`)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and abs(value) > MAX_NUMBER:
-        return None
-    number: float
-    if isinstance(value, int | float):
-        number = float(value)
-    elif isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        number = float(value.strip())
-    else:
-        return None
-    return number if math.isfinite(number) and abs(number) <= MAX_NUMBER else None
-
-
-def count(value: Any) -> int | None:
-    """A whole count ≥ 0 (floored), else None."""
-    number = finite(value)
-    return math.floor(number) if number is not None and number >= 0 else None
+    """A finite number of at most `MAX_NUMBER` (`protocol.number`), from a JSON number or a
+    numeric string (no `_`, no `inf`)."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        value = float(value.strip())
+    return number(value)
 
 
 def keyword(value: Any) -> str | None:
@@ -121,50 +117,18 @@ class HookOptions:
 def read_options(config: Mapping[str, Any], base: Settings | None = None) -> HookOptions:
     """The plugin's options over `base` (this binary's settings)."""
     settings = base if base is not None else Settings()
-    update: dict[str, Any] = {}
-    update.update(_judge(config, settings))
-    egress = keyword(config.get("egress"))
-    if egress is not None:  # anything but `full` fails toward sending less
-        update["egress"] = "full" if egress == "full" else "metadata"
-    threshold = finite(config.get("keepThreshold"))
-    if threshold is not None:
-        update["keep_threshold"] = min(max(threshold, 0.01), 0.99)
-    for option, field in (
-        ("preserveRecentMessages", "preserve_recent"),
-        ("maxStateTokens", "max_state_tokens"),
-        ("maxRequestTokens", "max_request_tokens"),
-        ("truncateHeadChars", "head_chars"),
-        ("rearmTokens", "rearm_tokens"),
-    ):
-        value = count(config.get(option))
-        if value is not None:
-            update[field] = value
-    deadline = finite(config.get("compactionTimeoutMs"))
-    if deadline is not None and deadline > 0:
-        update["judge_deadline_ms"] = math.ceil(deadline)
-    for option, field in (
-        ("saveFullOutputs", "save_outputs"),
-        ("recordDecisions", "record_decisions"),
-    ):
-        value = flag(config.get(option))
-        if value is not None:
-            update[field] = value
-    for option, field in (("taintTools", "taint_tools"), ("taintSkills", "taint_skills")):
-        listed = names(config.get(option), option)
-        if listed is not None:  # added to the settings' own names, never in place of them
-            update[field] = (*getattr(settings, field), *listed)
+    merged = _with_judge(config, settings).overlaid(_settings_values(config, settings))
     at_tokens = finite(config.get("compactAtTokens"))
     at_percent = finite(config.get("compactAtPercent"))
     ttl = finite(config.get("cacheTtlSeconds"))
     margin = finite(config.get("cacheTtlMarginSeconds"))
-    floor = count(config.get("cacheWarmFloorTokens"))
-    merged = settings.model_copy(update=update)
+    floor = finite(config.get("cacheWarmFloorTokens"))
     return HookOptions(
         settings=merged,
         enabled_by_default=config.get("enabledByDefault"),
         fallback="summary" if keyword(config.get("fallback")) == "summary" else "rules",
         cache_warm=_cache_warm(config.get("cacheWarm")),
-        warm_floor=floor if floor is not None else DEFAULT_WARM_FLOOR,
+        warm_floor=math.floor(floor) if floor is not None and floor >= 0 else DEFAULT_WARM_FLOOR,
         ttl_s=ttl if ttl is not None and ttl > 0 else None,
         ttl_margin_s=margin if margin is not None and margin >= 0 else DEFAULT_TTL_MARGIN_S,
         compact_at_tokens=int(at_tokens) if at_tokens is not None else merged.trigger_tokens,
@@ -172,27 +136,53 @@ def read_options(config: Mapping[str, Any], base: Settings | None = None) -> Hoo
     )
 
 
-def _judge(config: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    """The judge the options name. The environment's key stays only while the backend and the
-    endpoint are the settings' own; locality is the settings' declaration, which the options
-    may withdraw (`backendLocal: false`) but never make."""
-    update: dict[str, Any] = {}
-    backend = keyword(config.get("backend"))
-    if backend in ("rules", "systemone", "tev"):
-        update["judge"] = backend
+def _settings_values(config: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """The options that name a setting, read from JSON (numbers, trimmed keywords, floored
+    counts), for the settings' validators to accept or refuse."""
+    values: dict[str, Any] = {}
+    egress = keyword(config.get("egress"))
+    if egress is not None:  # anything but `full` fails toward sending less
+        values["egress"] = "full" if egress == "full" else "metadata"
+    threshold = finite(config.get("keepThreshold"))
+    if threshold is not None:
+        low, high = KEEP_THRESHOLD_BOUNDS
+        values["keep_threshold"] = min(max(threshold, low), high)
+    for option, field in _COUNTS:
+        value = finite(config.get(option))
+        if value is not None:
+            values[field] = math.floor(value)
+    deadline = finite(config.get("compactionTimeoutMs"))
+    if deadline is not None:
+        values["judge_deadline_ms"] = math.ceil(deadline)
+    for option, field in _FLAGS:
+        value = flag(config.get(option))
+        if value is not None:
+            values[field] = value
+    for option, field in _LISTS:
+        listed = names(config.get(option), option)
+        if listed is not None:  # added to the settings' own names, never in place of them
+            values[field] = (*getattr(settings, field), *listed)
+    return values
+
+
+def _with_judge(config: Mapping[str, Any], settings: Settings) -> Settings:
+    """The settings with the judge the options name. The environment's key stays only while
+    the backend and the endpoint are the settings' own; locality is the settings' declaration,
+    which the options may withdraw (`backendLocal: false`) but never make."""
+    named: dict[str, Any] = {"judge": keyword(config.get("backend"))}
     for option, field in (("baseUrl", "judge_url"), ("model", "judge_model")):
         value = config.get(option)
-        if isinstance(value, str) and value.strip():
-            update[field] = value.strip()
-    judge = update.get("judge", settings.judge)
-    url = update.get("judge_url", settings.judge_url)
-    own = judge == settings.judge and _endpoint(judge, url) == _endpoint(judge, settings.judge_url)
-    if not own:
-        update["judge_api_key"] = SecretStr("")
+        named[field] = value.strip() if isinstance(value, str) else None
+    chosen = settings.overlaid({k: v for k, v in named.items() if v})
+    own = chosen.judge == settings.judge and _endpoint(chosen.judge, chosen.judge_url) == (
+        _endpoint(settings.judge, settings.judge_url)
+    )
     local = config.get("backendLocal")
     withdrawn = local is False or local == "false"  # an unset option arrives as ""
-    update["judge_local"] = settings.judge_local and own and not withdrawn
-    return update
+    update: dict[str, Any] = {"judge_local": settings.judge_local and own and not withdrawn}
+    if not own:
+        update["judge_api_key"] = SecretStr("")
+    return chosen.model_copy(update=update)
 
 
 def _endpoint(judge: str, url: str) -> str:
