@@ -166,7 +166,8 @@ def _store_log() -> Iterator[_Captured]:
 
 def state_store(settings: Settings) -> Check:
     """Open the state store as the gateway does and fetch a probe key from it."""
-    from factrail.stores import open_state_store, state_url
+    from factrail import runtime
+    from factrail.stores import state_url
 
     url = state_url(settings.state_url)
     shown = shown_url(url)
@@ -176,7 +177,7 @@ def state_store(settings: Settings) -> Check:
     )
     with _store_log() as log:
         try:
-            store = open_state_store(url, max_bytes=settings.state_max_bytes)
+            store = runtime.state_store(settings)
             try:
                 _, answered = store.fetch(PROBE_KEY)
             finally:
