@@ -1,4 +1,5 @@
-"""The `factrail` command: serve, compact, eval, dataset, outputs, inspect, settings, hook.
+"""The `factrail` command: serve, run, doctor, compact, eval, dataset, outputs, inspect,
+settings, hook.
 
 Every subcommand reads the one settings object (`factrail.settings.Settings`: `FACTRAIL_*` and
 the TOML file); flags given on the command line override it.
@@ -47,6 +48,18 @@ def _parser() -> argparse.ArgumentParser:
         help="worker processes on one socket (default 1); they share the state store (SQLite"
         " file or Redis, not memory://), the saved outputs and the metrics",
     )
+
+    run = sub.add_parser(
+        "run",
+        help="run a coding agent through factrail: factrail run -- claude (or codex, or any"
+        " command)",
+    )
+    run.add_argument(
+        "--port", type=int, default=None, help="the gateway's loopback port (default: a free one)"
+    )
+    run.add_argument("client", nargs=argparse.REMAINDER, help="the client and its arguments")
+
+    sub.add_parser("doctor", help="check the settings, upstreams, stores, kernels and plugin")
 
     compact = sub.add_parser("compact", help="compact one transcript file")
     compact.add_argument("file", type=Path)
@@ -214,6 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             serve(host=host, port=args.port or 8080, workers=max(1, args.workers))
             return 0
+        if args.command == "run":
+            from factrail.launch import run
+
+            return run(args.client, args.port, load_settings())
+        if args.command == "doctor":
+            from factrail.doctor import doctor
+
+            return doctor()
         if args.command == "compact":
             return asyncio.run(_compact(args))
         if args.command == "eval":
