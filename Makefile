@@ -27,6 +27,7 @@ test: $(STAMP_DEV) lint types unit gate test-matrix
 lint: $(STAMP_DEV)
 	$(BIN)/ruff check factrail app tests bench
 	$(BIN)/ruff format --check factrail app tests bench
+	$(BIN)/lint-imports
 
 types: $(STAMP_DEV)
 	$(BIN)/mypy factrail app

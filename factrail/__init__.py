@@ -2,7 +2,8 @@
 
 The engine a library user needs: `compact_transcript` (one transcript, as the gateway would
 compact it), `evaluate` (replay transcripts offline and count the facts kept) and `Settings`
-(every knob, read from `FACTRAIL_*` and an optional TOML file). The gateway lives in `app`.
+(every knob, read from `FACTRAIL_*` and an optional TOML file). The gateway lives in
+`factrail.gateway` (`create_app`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from factrail.judges import JudgeConfigError, RulesJudge, configured_judge
+from factrail.judges import JudgeConfigError, RulesJudge, make_judge
 from factrail.judges.base import Judge
 from factrail.session import EngineOptions, SessionCompactor
 from factrail.settings import Settings
@@ -134,4 +134,19 @@ def compactor(
         decisions=decision_log(settings, judge),
         clock=clock,
         observe_preparation=observe_preparation,
+    )
+
+
+def configured_judge(settings: Settings, client: httpx.AsyncClient) -> Judge:
+    """The judge the settings name (`FACTRAIL_JUDGE`, `_URL`, `_MODEL`, `_API_KEY`, `_LOCAL`,
+    `FACTRAIL_TEV_CONSTRAINT`); raises JudgeConfigError when it may not be built."""
+    return make_judge(
+        settings.judge,
+        client=client,
+        url=settings.judge_url or None,
+        model=settings.judge_model or None,
+        api_key=settings.judge_api_key.get_secret_value() or None,
+        local=settings.judge_local,
+        known=settings.known_secrets(),
+        tev_constraint=settings.tev_constraint,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -20,9 +19,6 @@ from factrail.judges.rules import RulesJudge
 from factrail.judges.systemone import SystemOneJudge
 from factrail.judges.tev import Constraint, TevJudge
 
-if TYPE_CHECKING:
-    from factrail.settings import Settings
-
 __all__ = [
     "Judge",
     "JudgeConfigError",
@@ -33,7 +29,6 @@ __all__ = [
     "RulesJudge",
     "SystemOneJudge",
     "TevJudge",
-    "configured_judge",
     "make_judge",
 ]
 
@@ -75,19 +70,4 @@ def make_judge(
         local=local,
         known=known,
         constraint=tev_constraint,
-    )
-
-
-def configured_judge(settings: Settings, client: httpx.AsyncClient) -> Judge:
-    """The judge the settings name (`FACTRAIL_JUDGE`, `_URL`, `_MODEL`, `_API_KEY`, `_LOCAL`,
-    `FACTRAIL_TEV_CONSTRAINT`); raises JudgeConfigError when it may not be built."""
-    return make_judge(
-        settings.judge,
-        client=client,
-        url=settings.judge_url or None,
-        model=settings.judge_model or None,
-        api_key=settings.judge_api_key.get_secret_value() or None,
-        local=settings.judge_local,
-        known=settings.known_secrets(),
-        tev_constraint=settings.tev_constraint,
     )

@@ -22,13 +22,27 @@ import secrets
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from factrail.stores import state_url
 from factrail.stores.paths import data_root
 
-if TYPE_CHECKING:
-    from factrail.settings import Settings
+
+class KeySettings(Protocol):
+    """What the key's whereabouts depend on (the settings' `admin_key` and `state_url`)."""
+
+    @property
+    def admin_key(self) -> SecretLike: ...
+
+    @property
+    def state_url(self) -> str: ...
+
+
+class SecretLike(Protocol):
+    """A secret value (pydantic's `SecretStr`)."""
+
+    def get_secret_value(self) -> str: ...
+
 
 KEY_FILE = "admin.key"
 READ_LIMIT = 1024
@@ -53,12 +67,12 @@ def key_file(url: str, env: Mapping[str, str] | None = None) -> Path | None:
     return None if root is None else root / KEY_FILE
 
 
-def path_for(settings: Settings, env: Mapping[str, str] | None = None) -> Path | None:
+def path_for(settings: KeySettings, env: Mapping[str, str] | None = None) -> Path | None:
     """The key file of a gateway run with `settings`."""
     return key_file(state_url(settings.state_url, env), env)
 
 
-def read(settings: Settings, env: Mapping[str, str] | None = None) -> str | None:
+def read(settings: KeySettings, env: Mapping[str, str] | None = None) -> str | None:
     """The configured key, else the one in the key file; None when neither is there or the file
     cannot be trusted."""
     configured = settings.admin_key.get_secret_value()
@@ -74,7 +88,7 @@ def read(settings: Settings, env: Mapping[str, str] | None = None) -> str | None
 
 
 def load_or_create(
-    settings: Settings,
+    settings: KeySettings,
     *,
     announce: Announce | None = None,
     env: Mapping[str, str] | None = None,
