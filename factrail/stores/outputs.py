@@ -5,8 +5,8 @@ capability is an HMAC of the session key under the server secret (`factrail.stor
 unguessable without the secret, the same for every turn of the session, and different for two
 sessions that merely start alike. The output id `"<capability>/<sanitised tool_use_id>"` names a
 saved output for the HTTP route and the CLI; `parse_output_id` accepts only ids of exactly that
-shape (no traversal). Knowing the id is what entitles a caller to the output (the admin key, when
-set, is asked for on top): only the session it was saved under was ever told it.
+shape (no traversal). Knowing the id is what entitles a caller to the output: only the session
+it was saved under was ever told it, and no listing or report names it.
 
 Reads open the session folder and the file with `O_NOFOLLOW` relative to the root and serve only
 a regular file owned by this user. Disk use is bounded: a per-session and a total byte quota,
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from factrail.core.redact import redact
 from factrail.stores.paths import ensure_private_dir, sanitise_name
+from factrail.stores.private_files import already_saved, create_private, read_private, write_private
 from factrail.stores.secret import load_or_create_secret
 
 CAP_BYTES = 8 * 1024 * 1024
@@ -130,67 +131,6 @@ def cap_bytes(text: str, cap: int = CAP_BYTES) -> tuple[bytes, bool]:
     return data[:cut] + note.encode("ascii"), True
 
 
-def _temp_name(path: Path) -> Path:
-    """A fresh hidden name beside `path`."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temp file in the same folder, then rename), mode 0600."""
-    temp = _temp_name(path)
-    if not create_private(temp, data):
-        raise FileExistsError(f"temp file {temp} exists")
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
-def create_private(path: Path, data: bytes) -> bool:
-    """Create `path` holding `data`, mode 0600, unless it exists (then False, nothing written).
-
-    No temp file and rename: nothing can refer to a file that did not exist before the request
-    that names it leaves, so no reader can see it half-written; a failed write removes it.
-    """
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        return False
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    return True
-
-
-def already_saved(path: Path, data: bytes) -> bool:
-    """Whether `path` is a private regular file holding exactly `data` (a session that lost its
-    plan compacts the same results again; renaming over a file forces a flush on ext4)."""
-    try:
-        info = os.lstat(path)
-        if (
-            not stat.S_ISREG(info.st_mode)
-            or stat.S_IMODE(info.st_mode) != 0o600
-            or info.st_size != len(data)
-        ):
-            return False
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            return f.read() == data
-    except OSError:
-        return False
-
-
 def _file_name(tool_use_id: str) -> str:
     """The name of `tool_use_id`'s output file in its session's folder."""
     return sanitise_name(tool_use_id) + SUFFIX
@@ -205,48 +145,6 @@ def _saved(path: Path, size: int, truncated: bool, redactions: dict[str, int]) -
     """What was saved at `path` (its id is `<folder>/<file name without .txt>`)."""
     oid = f"{path.parent.name}/{path.name.removesuffix(SUFFIX)}"
     return SavedOutput(path, oid, size, truncated, redactions)
-
-
-def read_private(root: Path, folder: str, name: str, limit: int = 2 * CAP_BYTES) -> bytes | None:
-    """The bytes of `<root>/<folder>/<name>` when the folder and the file are ours: neither
-    followed through a symlink (`O_NOFOLLOW`, relative to the root), the folder a directory and
-    the file a regular file, both owned by this user; None for anything else (missing, a link, a
-    FIFO, another user's file, unreadable). At most `limit` bytes are read."""
-    uid = os.getuid()
-    try:
-        dir_fd = os.open(
-            os.path.join(root, folder),
-            os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
-        )
-    except OSError:
-        return None
-    try:
-        if os.fstat(dir_fd).st_uid != uid:
-            return None
-        # O_NONBLOCK: opening a FIFO planted under the name must not wait for a writer.
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError:
-        return None
-    finally:
-        os.close(dir_fd)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != uid:
-            return None
-        chunks: list[bytes] = []
-        left = min(info.st_size, limit)
-        while left > 0:
-            chunk = os.read(fd, min(left, 1024 * 1024))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 @dataclass(slots=True)
@@ -508,7 +406,7 @@ class OutputStore:
         parts = parse_output_id(output_id)
         if parts is None or (capability_only and not is_capability(parts[0])):
             return None
-        data = read_private(self.root, parts[0], parts[1] + SUFFIX)
+        data = read_private(self.root, parts[0], parts[1] + SUFFIX, limit=2 * CAP_BYTES)
         return None if data is None else data.decode("utf-8", "replace")
 
     # -- expiry and quotas -----------------------------------------------------------------------
