@@ -8,7 +8,8 @@ section of the settings.
 
 from factrail.session.keys import session_key
 from factrail.session.options import EngineOptions
-from factrail.session.step import SessionCompactor, TurnResult
+from factrail.session.result import TurnResult
+from factrail.session.step import SessionCompactor
 from factrail.session.turn import Turn
 
 __all__ = ["EngineOptions", "SessionCompactor", "Turn", "TurnResult", "session_key"]

@@ -17,14 +17,12 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
 
 from factrail.core.analysis import Analysis
 from factrail.core.apply import Applied, Reduction, apply
 from factrail.core.classify import verbatim_calls
 from factrail.core.formats.base import Document
-from factrail.core.marks import mark_lines
 from factrail.core.model import (
     Action,
     Message,
@@ -42,9 +40,11 @@ from factrail.policy.taint import TaintScan
 from factrail.policy.trigger import due
 from factrail.session.analyses import Analyses, Observe, collector_paused
 from factrail.session.fencing import Aliases, fence_turn
-from factrail.session.gate import CostGate, Decision, Gate, past
+from factrail.session.gate import CostGate, Gate, past
+from factrail.session.history import compaction_record
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
+from factrail.session.result import TurnResult
 from factrail.session.saving import OutputWriter, Saved
 from factrail.session.turn import Asked, Turn
 from factrail.session.zone import (
@@ -55,12 +55,10 @@ from factrail.session.zone import (
 )
 from factrail.stores.decisions import DecisionLog
 from factrail.stores.outputs import OutputStore
-from factrail.stores.schema import COMPACTION_SCHEMA, VERSION
 from factrail.stores.state import MAX_HISTORY, NOTHING, Observed, SessionState, StateStore
 
 log = logging.getLogger("factrail.session")
 
-Outcome = Literal["passthrough", "reapplied", "compacted"]
 TOUCH_S = 15.0
 """A turn that changes nothing saves the session only to say it was seen (its cache is warm),
 and only when the last save is older than this: at most this much early on a cold cache."""
@@ -70,62 +68,6 @@ judge's deadline, well below this)."""
 LEASE_WAIT_S = 15.0
 """How long a turn waits for the same session's turn elsewhere before going on read-only."""
 LEASE_POLL_S = 0.05
-MAX_HISTORY_RESULTS = 200
-"""At most this many reduced results are described per compaction in the session's history."""
-
-
-@dataclass(slots=True)
-class TurnResult:
-    """What one step did, for the response header, the metrics and the log line."""
-
-    outcome: Outcome
-    document: Any | None = None
-    """The emitted wire document when anything changed, else None (forward the original)."""
-    tokens_before: int = 0
-    tokens_after: int = 0
-    trigger_tokens: int = 0
-    judge: str = "rules"
-    reason: str = ""
-    tier: int = 0
-    reapplied: int = 0
-    reduced: int = 0
-    saved: int = 0
-    judge_requests: int = 0
-    judge_errors: list[str] = field(default_factory=list)
-    judge_outcomes: dict[str, int] = field(default_factory=dict)
-    """The judge's HTTP calls by outcome (`ok`, `status`, `transport`, `deadline`, …)."""
-    redactions: dict[str, int] = field(default_factory=dict)
-    save_failures: dict[str, int] = field(default_factory=dict)
-    """Reduced originals that could not be saved, by reason (`quota`, `error`)."""
-    rescued: int = 0
-    """Recent results (kept by their action) cut because the request would not fit the model's
-    window."""
-    fenced: bool = False
-    """The fence kept a model judge away from this session for the first time."""
-    decision: Decision | None = None
-    """What the cost gate made of the turn when it was due (None: not due)."""
-    compactions: int = 0
-    invalidated_tokens: int = 0
-    """Tokens from the first message this compaction changed to the end: what the provider's
-    prompt cache re-reads at full price (0 when nothing was compacted)."""
-    frozen_through: int | None = None
-    """The last message (engine index, one per wire message) of the frozen zone: what earlier
-    compactions decided and no compaction short of the danger line will change; before the
-    first one, once a compaction is in sight (`MARK_SHARE`), the messages before the first
-    call it could change. A cache breakpoint there lets the next compaction re-read everything
-    before it from cache."""
-    estimated_sent: int = 0
-    """Uncalibrated estimate of the tokens forwarded (what `observe_usage` compares against)."""
-    prices: Prices | None = None
-    """The prices the turn is billed at (its model's, under the configured profile): what the
-    gateway prices the answer's usage at for the session's bill."""
-    mark: dict[str, Any] | None = None
-    """Where the gateway last put the session's cache marker, as the state store holds it
-    (`SessionState.mark`, opaque here)."""
-    after_answer: Callable[[], None] | None = None
-    """Set when the turn's results are worth analysing ahead of the compaction turn: the caller
-    invokes it once the answer is sent (so the analysis never delays this answer); it queues the
-    work on the preparation thread and returns at once."""
 
 
 class SessionCompactor:
@@ -436,8 +378,15 @@ class SessionCompactor:
         result.rescued = len(rescued)
         turn.state.history = [
             *turn.state.history[-(MAX_HISTORY - 1) :],
-            self._history(
-                turn, result, applied, saved, after, (originals, sent_texts, first), rescued
+            compaction_record(
+                turn,
+                result,
+                applied,
+                saved,
+                after,
+                (originals, sent_texts, first),
+                rescued,
+                int(self._clock() * 1000),
             ),
         ]
         await self._persist(turn)
@@ -452,61 +401,6 @@ class SessionCompactor:
         result.redactions = saved.redactions
         result.compactions = turn.state.compactions
         return result
-
-    def _history(
-        self,
-        turn: Turn,
-        result: TurnResult,
-        applied: Applied,
-        saved: Saved,
-        after: int,
-        texts: tuple[Mapping[str, str], Mapping[str, str], int | None],
-        rescued: AbstractSet[str],
-    ) -> dict[str, Any]:
-        """What `factrail inspect` shows of this compaction: per reduced result its original
-        size, what was kept, the note, where the whole is; and what it cost in cache terms.
-        `texts`: the original and sent result texts by id, and the first changed message;
-        `rescued`: the recent results cut because the request would not fit the window."""
-        originals, sent, first = texts
-        tools = {u.tool_use_id: u.tool for m in turn.work for u in m.tool_uses}
-        reduced = []
-        for tool_use_id in [
-            *applied.changed,
-            *(b for b in applied.briefed if b not in applied.changed),
-        ]:
-            text = sent.get(tool_use_id, "")
-            original = originals.get(tool_use_id, "")
-            reduced.append(
-                {
-                    "id": tool_use_id,
-                    "tool": tools.get(tool_use_id, ""),
-                    "original_chars": len(original),
-                    "kept_chars": len(text),
-                    "note": "\n".join(mark_lines(text)),
-                    "whole": saved.where.get(tool_use_id),
-                    "arguments_briefed": tool_use_id in applied.briefed,
-                    "arguments_whole": saved.inputs.get(tool_use_id),
-                    "recent": tool_use_id in rescued,
-                }
-            )
-        return {
-            VERSION: COMPACTION_SCHEMA,
-            "at_ms": int(self._clock() * 1000),
-            "line": turn.line,
-            "decision": result.decision,
-            "turns": turn.turns,
-            "judge": result.judge,
-            "reason": result.reason,
-            "trigger": turn.trigger,
-            "tokens_before": turn.tokens,
-            "tokens_after": after,
-            "first_changed_message": None if first is None else first + len(turn.head),
-            "invalidated_tokens": result.invalidated_tokens,
-            "saved_tokens_per_turn": max(turn.tokens - after, 0),
-            "results": reduced[:MAX_HISTORY_RESULTS],
-            "results_total": len(reduced),
-            "window": turn.window,
-        }
 
     def _apply(self, turn: Turn, actions: Mapping[str, Action], reduction: Reduction) -> Applied:
         """Run the rails (past the hard line on the newer results first: `CostGate.cheaper`)."""
