@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: run test lint types unit node-deps gate test-matrix bench clean
+.PHONY: run test lint types unit node-deps promtool gate test-matrix bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ types: $(STAMP_DEV)
 # so two take about 3.5 minutes where one takes 8 on this project's 2-core machine.
 TEST_WORKERS ?= 2
 
-unit: $(STAMP_DEV) node-deps
+unit: $(STAMP_DEV) node-deps promtool
 	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 # Claude Code and the Codex CLI, pinned in plugin/package-lock.json, for the real-client bills
@@ -47,6 +47,34 @@ node-deps:
 		cd plugin && npm ci --no-audit --no-fund; \
 	else \
 		echo "node-deps: npm not found, skipping Claude Code (its end-to-end bill test will skip)"; \
+	fi
+
+# promtool, from Debian's `prometheus` package, for the alert rules' tests (tests/test_alerts.py:
+# `promtool check` and `promtool test rules`; they skip without it, unless
+# FACTRAIL_REQUIRE_PROMTOOL=1). Installed with apt-get when absent and apt-get can run (as root,
+# or through passwordless sudo); only promtool is wanted, so the Prometheus service the package
+# sets up is stopped and disabled.
+APT_PROMETHEUS := env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y -qq --no-install-recommends prometheus
+
+promtool:
+	@if command -v promtool >/dev/null 2>&1; then \
+		:; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "promtool: not found and no apt-get, skipping (the alert rules' tests will skip)"; \
+	else \
+		if [ "$$(id -u)" = 0 ]; then as_root=""; \
+		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as_root="sudo -n"; \
+		else as_root=none; fi; \
+		if [ "$$as_root" = none ]; then \
+			echo "promtool: not found and apt-get needs root, skipping (the alert rules' tests will skip)"; \
+		elif $$as_root apt-get update -qq && $$as_root $(APT_PROMETHEUS); then \
+			if command -v systemctl >/dev/null 2>&1; then \
+				$$as_root systemctl disable --now prometheus >/dev/null 2>&1 || true; \
+			fi; \
+		else \
+			echo "promtool: apt-get could not install prometheus, skipping (the alert rules' tests will skip)"; \
+		fi; \
 	fi
 
 # Facts at cuts against every rival, and the simulated bill (facts kept at use, billed over sending

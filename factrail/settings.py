@@ -355,6 +355,9 @@ class Settings(BaseSettings):
     require_native: Literal["0", "1"] = "0"
     """`1`: the kernel tests fail rather than skip when the C kernels are not built (the
     interpreter matrix)."""
+    require_promtool: Literal["0", "1"] = "0"
+    """`1` (`.ci/run` sets it): the alert rules' tests fail rather than skip without `promtool`
+    (Debian's `prometheus` package, which `make test` installs where apt-get can run)."""
     hypothesis: Literal["ci", "explore"] = "ci"
     """The tests' Hypothesis profile: `ci` (a fixed example sequence) or `explore` (fresh
     examples)."""
@@ -526,6 +529,7 @@ ENV_ONLY = frozenset(
         "corpus_dir",
         "require_claude",
         "require_native",
+        "require_promtool",
         "hypothesis",
         "lb_port",
     }

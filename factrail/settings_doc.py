@@ -170,6 +170,7 @@ and anything but a regular file of factrail's user. See `docs/outputs.md`.
             "corpus_dir",
             "require_claude",
             "require_native",
+            "require_promtool",
             "hypothesis",
             "lb_port",
         ),

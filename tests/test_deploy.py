@@ -5,9 +5,9 @@ keep to `resources`, `labels`, `namespace`, `images`, `replicas` and JSON 6902 `
 other key fails the render, so a new feature cannot be silently skipped), and when kubectl is
 installed its own rendering must agree. Every manifest is validated offline against the
 Kubernetes OpenAPI schemas that kubernetes-validate ships (strict: unknown fields fail), the
-ServiceMonitor CRD against a schema of the fields the Prometheus Operator reads, and then the
-manifests are checked against each other and against factrail itself (its settings, its
-Dockerfile, its routes).
+ServiceMonitor and PrometheusRule CRDs against schemas of the fields the Prometheus Operator
+reads (the rules themselves: tests/test_alerts.py), and then the manifests are checked against
+each other and against factrail itself (its settings, its Dockerfile, its routes).
 """
 
 from __future__ import annotations
@@ -57,18 +57,31 @@ EXPECTED_KINDS = {
     "NetworkPolicy",
     "PersistentVolumeClaim",
     "StatefulSet",
+    "PrometheusRule",
 }
 REDIS_IMAGES = re.compile(r"^(redis:7\.\d+(\.\d+)?-alpine|valkey/valkey:8(\.\d+)*(-alpine)?)$")
 KEY_SHAPED = re.compile(
     r"sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{16}|\b[0-9a-fA-F]{32,}\b|[A-Za-z0-9+/]{40,}={0,2}"
 )
 
-# The fields of a ServiceMonitor the Prometheus Operator needs (its CRD is not among the
-# Kubernetes schemas); unknown fields fail, as the CRD's structural schema would prune them.
+# The fields of a ServiceMonitor and a PrometheusRule the Prometheus Operator needs (its CRDs are
+# not among the Kubernetes schemas); unknown fields fail, as the CRDs' structural schemas would
+# prune them.
 DURATION = (
     r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
 )
 LABEL_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+METADATA_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["name"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+        "namespace": {"type": "string"},
+        "labels": LABEL_MAP,
+        "annotations": LABEL_MAP,
+    },
+}
 SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["apiVersion", "kind", "metadata", "spec"],
@@ -76,17 +89,7 @@ SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
     "properties": {
         "apiVersion": {"const": "monitoring.coreos.com/v1"},
         "kind": {"const": "ServiceMonitor"},
-        "metadata": {
-            "type": "object",
-            "required": ["name"],
-            "additionalProperties": False,
-            "properties": {
-                "name": {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                "namespace": {"type": "string"},
-                "labels": LABEL_MAP,
-                "annotations": LABEL_MAP,
-            },
-        },
+        "metadata": METADATA_SCHEMA,
         "spec": {
             "type": "object",
             "required": ["selector", "endpoints"],
@@ -120,6 +123,59 @@ SERVICE_MONITOR_SCHEMA: dict[str, Any] = {
             },
         },
     },
+}
+
+
+RULE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["expr"],
+    "additionalProperties": False,
+    "oneOf": [{"required": ["alert"]}, {"required": ["record"]}],
+    "properties": {
+        "alert": {"type": "string", "minLength": 1},
+        "record": {"type": "string", "minLength": 1},
+        "expr": {"type": "string", "minLength": 1},
+        "for": {"type": "string", "pattern": DURATION},
+        "keep_firing_for": {"type": "string", "pattern": DURATION},
+        "labels": LABEL_MAP,
+        "annotations": LABEL_MAP,
+    },
+}
+PROMETHEUS_RULE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "PrometheusRule"},
+        "metadata": METADATA_SCHEMA,
+        "spec": {
+            "type": "object",
+            "required": ["groups"],
+            "additionalProperties": False,
+            "properties": {
+                "groups": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["name", "rules"],
+                        "additionalProperties": False,
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1},
+                            "interval": {"type": "string", "pattern": DURATION},
+                            "limit": {"type": "integer", "minimum": 0},
+                            "rules": {"type": "array", "minItems": 1, "items": RULE_SCHEMA},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+OPERATOR_SCHEMAS = {
+    "ServiceMonitor": SERVICE_MONITOR_SCHEMA,
+    "PrometheusRule": PROMETHEUS_RULE_SCHEMA,
 }
 
 
@@ -376,7 +432,7 @@ def test_every_manifest_validates_against_the_kubernetes_schemas(
 
 def validate(doc: dict[str, Any]) -> None:
     if doc["apiVersion"].startswith("monitoring.coreos.com/"):
-        jsonschema.validate(doc, SERVICE_MONITOR_SCHEMA)
+        jsonschema.validate(doc, OPERATOR_SCHEMAS[doc["kind"]])
     else:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
 
@@ -398,6 +454,13 @@ def test_the_validators_reject_what_they_should(base: list[dict[str, Any]]) -> N
     del monitor["spec"]["endpoints"]
     with pytest.raises(jsonschema.ValidationError):
         validate(monitor)
+    rules = copy.deepcopy(one(base, "PrometheusRule"))
+    rules["spec"]["groups"][0]["rules"][0]["for"] = "ten minutes"
+    with pytest.raises(jsonschema.ValidationError):
+        validate(rules)
+    rules["spec"]["groups"][0]["rules"][0] = {"alert": "A", "expr": "up == 0", "severity": "x"}
+    with pytest.raises(jsonschema.ValidationError):
+        validate(rules)
 
 
 def test_kubectl_kustomize_renders_the_same(

@@ -1,7 +1,8 @@
 """Prometheus metrics of the gateway (DESIGN §4): own registry, base units, explicit buckets.
 
 Label values come from small fixed sets (routes, outcomes, judge kinds, reasons, families);
-nothing per session, model or path is ever a label.
+nothing per session, model or path is ever a label. Every labelled counter exports its known
+label values at 0 from the start, so `rate()` and `increase()` see a series' first event.
 
 With several workers (`factrail serve --workers N`) every worker writes its samples to files
 in `PROMETHEUS_MULTIPROC_DIR` (prometheus-client's multiprocess mode, which `serve` sets up) and
@@ -13,20 +14,26 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from factrail import __version__
+from factrail.core.redact import FAMILY_LABELS
+from factrail.gateway.relay import SHUTDOWN_CUT, UPSTREAM_CUT
 from factrail.gateway.sessions import TurnBill
 from factrail.gateway.upstream import PoolState
-from factrail.gateway.usage import Usage
+from factrail.gateway.usage import MISS_REASONS, Usage
+from factrail.judges.base import ErrorKind, JudgeKind
 from factrail.session import TurnResult
+from factrail.session.analyses import OUTCOMES as PREPARATION_OUTCOMES
 from factrail.session.gate import DECISIONS
+from factrail.session.result import Outcome
 from factrail.stores.outputs import SweepReport
+from factrail.stores.state import OPERATIONS
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -42,11 +49,47 @@ UPSTREAM_BUCKETS = (
     0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0,
 )  # fmt: skip
 COMPACTION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0)
-JUDGE_ERROR_KINDS = frozenset({"transport", "deadline", "status", "malformed", "missing-answer"})
+JUDGE_ERROR_KINDS = frozenset(get_args(ErrorKind))
+JUDGE_OUTCOMES = ("ok", *get_args(ErrorKind), "error")
+"""The `outcome` of a judge request (`error`: any other failure)."""
+MODEL_JUDGES = tuple(kind for kind in get_args(JudgeKind) if kind != "rules")
+"""The judges that make HTTP requests (the `judge` label of `factrail_judge_requests_total`)."""
+COMPACTION_LABELS = (
+    ("rules", "rules"),
+    ("rules", "tainted"),
+    ("rules", "unproven"),
+    ("rules", "ok-rules"),
+    *((judge, reason) for judge in MODEL_JUDGES for reason in ("ok", "ok-local", "ok-rules")),
+)
+"""The (`judge`, `reason`) pairs a compaction can carry (`session/judging.py`): the rules alone,
+the fence keeping a model judge away, a plan the rules finished, a model judge's own verdict."""
 FAILURE_PHASES = ("parse", "compact", "serialise", "injected")
 """Where a compaction step failed open (the `reason` label)."""
 COUNT_BUCKETS = (1, 2, 3, 5, 8, 13, 21, 34, 55, 89)
 SAVE_FAILURE_REASONS = ("quota", "error")
+SWEEP_REASONS = ("expired", "quota")
+ROUTES = ("chat_completions", "responses", "messages", "passthrough")
+"""The `route` label: the three compaction routes, then every other path (either upstream)."""
+STEP_OUTCOMES = (*get_args(Outcome), "failed-open")
+"""The `x-factrail` value of a proxied request: what the compaction step made of it."""
+MISS_LABELS = (*sorted(MISS_REASONS), "other")
+STATUS_CLASSES = ("2xx", "4xx", "5xx")
+
+
+def request_labels() -> Iterator[tuple[str, str, str]]:
+    """The (`route`, `outcome`, `status_class`) series of `factrail_requests_total` that exist
+    from the start: each route's `x-factrail` values with whatever the upstream answered, a
+    request refused (`rejected`: 400/413) or left (`client-gone`: 499), a relay cut short after
+    its head was sent."""
+    for route in ROUTES:
+        outcomes = STEP_OUTCOMES if route != "passthrough" else ("passthrough",)
+        for outcome in outcomes:
+            for status_class in STATUS_CLASSES:
+                yield route, outcome, status_class
+        yield route, "rejected", "4xx"
+        yield route, "client-gone", "4xx"
+        yield route, UPSTREAM_CUT, "2xx"
+        yield route, SHUTDOWN_CUT, "2xx"
 
 
 class Metrics:
@@ -59,6 +102,10 @@ class Metrics:
         self.requests = Counter(
             p + "requests", "Proxied requests.", ["route", "outcome", "status_class"], registry=r
         )
+        self._request_counts: dict[tuple[str, str, int], Counter] = {}
+        for route, outcome, status_class in request_labels():
+            key = (route, outcome, int(status_class[0]))
+            self._request_counts[key] = self.requests.labels(route, outcome, status_class)
         self.overhead = Histogram(
             p + "overhead_seconds",
             "Time the proxy adds before the upstream call (read, parse, compact, serialise).",
@@ -74,6 +121,8 @@ class Metrics:
         self.compactions = Counter(
             p + "compactions", "Compactions performed.", ["judge", "reason"], registry=r
         )
+        for judge, reason in COMPACTION_LABELS:
+            self.compactions.labels(judge, reason)
         self.compaction_seconds = Histogram(
             p + "compaction_seconds",
             "Duration of compaction steps that compacted.",
@@ -104,6 +153,9 @@ class Metrics:
         self.judge_requests = Counter(
             p + "judge_requests", "Judge requests.", ["judge", "outcome"], registry=r
         )
+        for judge in MODEL_JUDGES:
+            for outcome in JUDGE_OUTCOMES:
+                self.judge_requests.labels(judge, outcome)
         self.judge_seconds = Histogram(
             p + "judge_seconds",
             "Judge round duration.",
@@ -117,6 +169,8 @@ class Metrics:
             ["operation"],
             registry=r,
         )
+        for operation in OPERATIONS:
+            self.store_errors.labels(operation)
         self.fenced = Counter(
             p + "fenced_sessions",
             "Sessions fenced from a remote judge (counted when the fenced call is first seen).",
@@ -130,6 +184,8 @@ class Metrics:
         self.redactions = Counter(
             p + "redactions", "Credentials redacted in saved outputs.", ["family"], registry=r
         )
+        for family in FAMILY_LABELS:
+            self.redactions.labels(family)
         self.save_failures = Counter(
             p + "outputs_save_failures",
             "Reduced originals not saved (their notes name the call): the byte quota or an error.",
@@ -144,6 +200,8 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        for reason in SWEEP_REASONS:
+            self.outputs_removed.labels(reason)
         self.outputs_bytes = Gauge(
             p + "outputs_bytes",
             "Bytes of saved outputs after the last sweep.",
@@ -164,7 +222,7 @@ class Metrics:
             ["decision"],
             registry=r,
         )
-        for decision in DECISIONS:  # every series exists from the start, at 0
+        for decision in DECISIONS:
             self.decisions.labels(decision)
         self.preparations = Counter(
             p + "preparations",
@@ -172,6 +230,8 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        for outcome in PREPARATION_OUTCOMES:
+            self.preparations.labels(outcome)
         self.preparation_seconds = Histogram(
             p + "preparation_seconds",
             "Duration of background analyses that ran (done or failed).",
@@ -250,6 +310,10 @@ class Metrics:
             ("reason", "outcome"),
             registry=r,
         )
+        for reason in MISS_LABELS:
+            for outcome in STEP_OUTCOMES:
+                self.cache_misses.labels(reason, outcome)
+                self.cache_missed.labels(reason, outcome)
         self.invalidated = Histogram(
             p + "compaction_invalidated_tokens",
             "Tokens from a compaction's first changed message to the end (cache re-read).",
@@ -280,7 +344,6 @@ class Metrics:
             p + "build_info", "Build information.", ["version"], registry=r, multiprocess_mode="max"
         )
         self.build_info.labels(version=__version__).set(1)
-        self._request_counts: dict[tuple[str, str, int], Counter] = {}
 
     def count_request(self, route: str, outcome: str, status: int) -> None:
         """Count one answered request; the labelled child is looked up once per label set."""

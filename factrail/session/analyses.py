@@ -25,8 +25,10 @@ from factrail.core.model import Message
 log = logging.getLogger("factrail.session")
 
 MAX_QUEUED_PREPARATIONS = 8
+OUTCOMES = ("done", "failed", "skipped")
+"""What became of a background preparation (`skipped`: the queue was full)."""
 Observe = Callable[[str, float], None]
-"""Hears of every background preparation: `done`, `failed` or `skipped`, and its seconds."""
+"""Hears of every background preparation: one of `OUTCOMES`, and its seconds."""
 
 
 class _CollectorPause:

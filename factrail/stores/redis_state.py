@@ -55,6 +55,7 @@ from factrail.stores.state import (
     REACH_WEIGHT,
     Failures,
     Observed,
+    Operation,
     SessionState,
     decode_state,
     encode_state,
@@ -344,7 +345,7 @@ class RedisStateStore:
         pipe.zremrangebyrank(self._recent_key, 0, -self.max_sessions - 1)
         pipe.execute()
 
-    def _run(self, operation: str, run: Callable[[], T], default: T) -> T:
+    def _run(self, operation: Operation, run: Callable[[], T], default: T) -> T:
         """`run`; a server, network or timeout error gives `default` (logged once per run of
         failures, counted every time)."""
         try:

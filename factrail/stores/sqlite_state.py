@@ -27,6 +27,7 @@ from factrail.stores.schema import LINK_SCHEMA
 from factrail.stores.state import (
     Failures,
     Observed,
+    Operation,
     SessionState,
     decode_state,
     encode_state,
@@ -321,7 +322,7 @@ class SqliteStateStore:
         row = conn.execute("SELECT state FROM sessions WHERE key = ?", (key,)).fetchone()
         return row is not None and kept_as_tainted(row[0])
 
-    def _run(self, operation: str, run: Callable[[sqlite3.Connection], T], default: T) -> T:
+    def _run(self, operation: Operation, run: Callable[[sqlite3.Connection], T], default: T) -> T:
         """`run` on the connection under the lock; database and OS errors give `default`.
 
         "database is locked" past the busy timeout is tried again, twice, on a new connection:

@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeGuard, TypeVar
+from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args
 
 import orjson
 
@@ -41,6 +41,14 @@ ANSWER_FIELDS = ("keepCall", "keepResult")
 ORIGINS = ("start", "continued")
 
 
+Operation = Literal[
+    "load", "save", "observe", "lease", "release", "link", "linked", "recent", "ping"
+]
+"""A store call, as its failures are counted (`factrail_state_store_errors_total{operation}`):
+`observe` is calibration and cache reach."""
+OPERATIONS: tuple[Operation, ...] = get_args(Operation)
+
+
 class StoreConfigError(ValueError):
     """A state store URL that names an unknown or not yet available backend."""
 
@@ -56,7 +64,7 @@ class Failures:
     on_error: Callable[[str], None] | None = None
     failing: bool = False
 
-    def failed(self, operation: str, error: BaseException) -> None:
+    def failed(self, operation: Operation, error: BaseException) -> None:
         level = logging.DEBUG if self.failing else logging.WARNING
         self.log.log(level, "state store %s failed (%s): %s", operation, self.where, error)
         self.failing = True

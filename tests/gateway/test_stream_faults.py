@@ -44,6 +44,6 @@ def test_an_upstream_dying_mid_stream_is_an_error_event_and_counted_apart(
         for family in text_string_to_metric_families(client.get("/metrics").text)
         if family.name == "factrail_requests"
         for s in family.samples
-        if s.name == "factrail_requests_total"
+        if s.name == "factrail_requests_total" and s.value  # the known ones start at 0
     }
     assert counts == {("upstream-cut", "2xx"): 1.0}

@@ -63,7 +63,7 @@ class Factrail:
             s.labels["outcome"]: s.value
             for family in text_string_to_metric_families(text)
             for s in family.samples
-            if s.name == "factrail_requests_total"
+            if s.name == "factrail_requests_total" and s.value  # the known ones start at 0
         }
 
 
