@@ -52,6 +52,7 @@ from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, 
 from factrail.policy.provenance import evidence, previous_id
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
+from factrail.session.fencing import TaintRecords, fence_unread
 from factrail.session.keys import alias_keys
 from factrail.settings import Settings
 from factrail.stores.state import NOTHING, Observed
@@ -183,10 +184,8 @@ class Gateway:
         The model is peeked with a byte search (no parse); when several `"model"` strings occur,
         the smallest trigger among them counts, and without one the smallest of any model does.
         """
-        if self.fence.may_call(body):
-            return False  # a fenced call must be seen, whatever the size: taint is sticky
         if len(body) < self.fast_path_bytes:
-            return True
+            return not self.fence.may_call(body)  # a fenced call must be seen: taint is sticky
         models = {m.decode("utf-8", "replace") for m in _MODEL.findall(body[:MODEL_PEEK_BYTES])}
         models.update(
             m.decode("utf-8", "replace") for m in _MODEL.findall(body[-MODEL_PEEK_BYTES:])
@@ -194,7 +193,8 @@ class Gateway:
         if not models:
             return False
         trigger = min(self.trigger.for_model(m) for m in models)
-        return len(body) * CALIBRATION_HEADROOM < soft_line(trigger)
+        small = len(body) * CALIBRATION_HEADROOM < soft_line(trigger)
+        return small and not self.fence.may_call(body)
 
     async def serve(self, scope: Scope, receive: Receive, send: Send, route: Route) -> None:
         """Proxy one request end to end and answer it; count and log it once answered.
@@ -272,11 +272,23 @@ class Gateway:
         """Compact `body` when it may cross the trigger; any internal error fails open."""
         if route.field is None or self.engine is None:
             return Prepared(body)
-        limit, small = self.settings.max_body_bytes, self.cannot_reach_trigger
-        verdict = classify(body, headers, limit=limit, small=small)
+        kept: list[bytes] = []
+
+        def small(plain: bytes) -> bool:  # a decoded body past the fast path: the fence reads it
+            fast = self.cannot_reach_trigger(plain)
+            kept.extend(() if fast else (plain,))
+            return fast
+
+        verdict = classify(body, headers, limit=self.settings.max_body_bytes, small=small)
         if isinstance(verdict, Reject):
             raise RequestRejected(verdict.status, verdict.message, verdict.code)
         if isinstance(verdict, Forward):
+            if kept and isinstance(self.links, TaintRecords):  # forwarded unread: fence reads it
+                parsers, field, name = self.engine.parsers, route.field, route.parser or route.field
+                read = lambda d: _with_system(parsers[name](d[field]), _system_text(d, route))  # noqa: E731
+                key, chain = self.engine.session_key, self.sessions.answered_by
+                unread = (self.fence, self.links, kept[0], headers, read, key, chain)
+                await asyncio.to_thread(fence_unread, *unread)
             return Prepared(body)
         data = verdict.data
         items, model = data.get(route.field), data.get("model")

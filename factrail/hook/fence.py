@@ -9,7 +9,7 @@ from typing import Any
 
 from factrail.hook.options import read_options
 from factrail.hook.protocol import now_ms, section, stored, text
-from factrail.policy.calls import call_ref
+from factrail.policy.calls import call_ref, server_values
 from factrail.policy.taint import SKILL_TOOL, TaintScan, ToolRef, merge_taint, taint_write
 
 
@@ -25,10 +25,13 @@ def request_refs(request: Mapping[str, Any]) -> list[ToolRef]:
 
 
 def _ref(tool: str | None, skill: str | None, call: Mapping[str, Any]) -> ToolRef:
-    """A call as the fence reads it: the servers and tools its `server` and `input` name."""
+    """A call as the fence reads it: the servers named beside it (`server`, `server_name`,
+    any key that speaks of a server), the servers and tools its `input` names, and every
+    key and string of its input."""
     server = _scalar(call.get("server"))
-    ref = call_ref(tool or "", call.get("input"), (server,) if server else ())
-    return ToolRef(ref.tool, skill or ref.skill, ref.server, ref.qualifiers)
+    servers = list(dict.fromkeys([*([server] if server else []), *server_values(call)]))
+    ref = call_ref(tool or "", call.get("input"), servers)
+    return ToolRef(ref.tool, skill or ref.skill, ref.server, ref.qualifiers, ref.held)
 
 
 def _scalar(value: Any) -> str | None:

@@ -3,37 +3,46 @@
 Two readings, joined: the engine's own parse of every wire format (`tool_refs` over its
 messages) and the decoded body (`body_refs`), which reads every mapping shaped like a call,
 whatever format or client wrote it, so a shape no parser knows makes the fence read more,
-never less. A call's server is read wherever a client puts it: in its name, beside it
-(`server_name`, `server_label`, `namespace`, ...) or in its input (Cline's `use_mcp_tool`
-`{server_name, tool_name}`, an input that names the server); a dispatcher's inner tool name
+never less. A mapping is a call when it names a tool (`name`, `recipient_name`, a hook's
+`tool`) and anything says it is one: its key or `type` (any type that speaks of a call, a
+use, a tool, a function, MCP or an invocation), a `role: tool|function`, an input, or a
+server beside it; a call nested under `function`, `custom`, `functionCall`... is read too.
+
+Of a call the fence reads its name, the servers named beside it or in its input (any key
+that speaks of a server or a namespace, a string or an object), a dispatcher's inner tool
+(any key that speaks of a tool), and then every key and string it holds but its result
+(`held`; `call_texts` and `expanded` read them: JSON-encoded strings decoded, a few levels
+deep, and raw text as it is). A text that holds tool-invocation markup (`<invoke name=…>`,
+Cline's `<use_mcp_tool>`, `<server_name>`, any case), wherever it stands, is read as a call
 too. Declarations (`tools`, `functions`, `tool_choice`, `mcp_servers`) are not calls.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from factrail.core.model import Message, as_map
-from factrail.policy.names import tokens
+from factrail.core.model import Message
+from factrail.policy.names import fold, joined, tokens, unescape, variants
 
 SKILL_TOOL = "Skill"
-SKILL_NAME = "".join(tokens(SKILL_TOOL))
-SKILL_KEYS = ("skill", "name", "command", "input", "raw")
-"""Where a `Skill` call names its skill (Claude Code sends `skill`; others `name`, `command`;
-a raw-string input is the engine's `input` or `raw`)."""
-SERVER_KEYS = (
-    "server_name", "server_label", "server", "serverName", "serverLabel", "mcp_server",
-    "mcpServer", "namespace",
-)  # fmt: skip
-"""Where a call, or its input, names the MCP server (or namespace) of the tool."""
-TOOL_KEYS = ("tool_name", "toolName", "tool")
-"""Where a dispatcher call's input names the tool it runs (`use_mcp_tool.tool_name`)."""
+SKILL_NAME = joined(SKILL_TOOL)
+SKILL_WORD = "skill"
+SKILL_KEYS = ("name", "command", "input", "raw")
+"""Where a `Skill` call names its skill besides any key that starts with `skill` (Claude Code
+sends `skill`; others `skill_name`, `name`, `command`; a raw-string input is `raw`)."""
+SERVER_WORDS = frozenset({"server", "namespace"})
+"""A key holding one of these words names a call's MCP server (`server_name`, `serverLabel`,
+`mcp_server_name`, `SERVER-ID`, `server_url`, `namespace`)."""
+TOOL_WORDS = frozenset({"tool", "recipient"})
+"""A key of a call's input holding one of these words names the tool a dispatcher runs
+(`use_mcp_tool.tool_name`, `recipient_name`)."""
 ARGUMENT_KEYS = ("input", "arguments", "args")
+NAME_KEYS = ("name", "recipient_name")
 CALL_KEYS = frozenset(
     {"function", "custom", "function_call", "functionCall", "functionResponse", "toolUse"}
 )
@@ -53,75 +62,172 @@ CALL_TYPES = frozenset(
         "custom",
     }
 )
-"""Content blocks and items that are calls, in every supported wire format."""
+"""Content blocks and items that are calls, in every supported wire format (a mapping of one
+of these types is a call even when only its server is named)."""
+CALL_WORDS = frozenset({"call", "use", "tool", "function", "mcp", "invoke", "invocation"})
+"""A named mapping whose `type` holds one of these words is a call (or names the tool of
+one, as a `function_call_output` carrying its `name` does)."""
 RESULT_ROLES = frozenset({"function", "tool"})
 """Chat messages that answer a call, naming its tool when they carry a `name`."""
+RESULT_KEYS = frozenset({"output", "content", "result", "results", "error", "text"})
+"""What a call carries besides its input: its result (not read as the call's input)."""
 NOT_CALLS = frozenset({"tools", "tool_choice", "mcp_servers", "functions"})
 """Top-level body fields that declare tools without calling them."""
 MAX_DEPTH = 64
 """Body nesting the scan follows (the wire formats nest calls a few levels deep)."""
-_KEYED = ("server", "Server", "tool", "namespace", "\\u")
-"""What an arguments string holds when it may name a server or a tool (else it is not parsed)."""
-_XML_SERVER = "<server_name>"
-_XML_CALL = re.compile(
-    r"<server_name>\s*([^<]*?)\s*</server_name>(?:\s*<tool_name>\s*([^<]*?)\s*</tool_name>)?"
+DECODE_DEPTH = 4
+"""How many times a JSON-encoded string inside a call's input is decoded."""
+_JSON_START = ("{", "[", '"')
+_KEYED = re.compile(r"server|tool|namespace|recipient|\\u|%", re.IGNORECASE)
+"""What an arguments string holds when it may name a server or a tool (else it is not parsed
+for them: its text is read anyway)."""
+_MARKUP = re.compile(
+    r"<\s*/?\s*[\w:.|\-\u2581\uff5c]{0,40}?(?:invoke|tool|mcp|function|server)", re.IGNORECASE
 )
-"""Cline's text protocol: `<use_mcp_tool><server_name>s</server_name><tool_name>t</tool_name>`."""
-_XML_TOOL = "use_mcp_tool"
+"""The opening of tool-invocation markup: `<invoke`, `<invoke`, `<use_mcp_tool`,
+`<SERVER_NAME`, `<tool_call`, `<function=`, `<|tool▁call▁begin|>`."""
+_ESCAPED_MARKUP = re.compile(r"&lt|&#|\\u003[cC]|%3[cC]|\\x3[cC]")
+"""An escaped opening bracket (HTML, JSON, percent, `\\x`)."""
+_OPENINGS = re.compile("[<\uff1c\ufe64]")
+MARKUP_WINDOW = 96
+"""How many characters after an opening bracket are folded to look for markup."""
 
 
 @dataclass(frozen=True, slots=True)
 class ToolRef:
     """A tool call as the fence sees it: its name, the skill a `Skill` call loads, the MCP
-    server when it is named beside the tool, and other names the call carries (further
-    servers, a dispatcher's inner tool)."""
+    server when it is named beside the tool, other names the call carries (further servers,
+    a dispatcher's inner tool), and what else it holds (`held`: its input and fields but its
+    result, every key and string of which the fence reads)."""
 
     tool: str
     skill: str | None = None
     server: str | None = None
     qualifiers: tuple[str, ...] = ()
+    held: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
 
 def is_skill_tool(tool: str) -> bool:
     """The `Skill` tool, however spelled."""
-    return "".join(tokens(tool)) == SKILL_NAME
+    return joined(tool) == SKILL_NAME
 
 
-def call_ref(tool: str, arguments: Any = None, servers: Sequence[str] = ()) -> ToolRef:
+def call_ref(
+    tool: str, arguments: Any = None, servers: Sequence[str] = (), held: Any = None
+) -> ToolRef:
     """The reference of a call of `tool` with `arguments` (an object or a JSON string) and
-    the servers named beside it; the servers and tool its input names join them."""
+    the servers named beside it; the servers and tools its input names join them. `held`:
+    what the fence reads of the call (its arguments when not given)."""
     skill = None
     if is_skill_tool(tool):
         inp = _arguments(arguments, parse=True)
-        skill = _first(inp, SKILL_KEYS)
+        skill = _skill(inp)
     else:
         inp = _arguments(arguments, parse=False)
-    named = [*servers, *_strings(inp, SERVER_KEYS), *_strings(inp, TOOL_KEYS)]
-    names = tuple(dict.fromkeys(n for n in named if n))
-    return ToolRef(tool, skill, names[0] if servers else None, names[1:] if servers else names)
+    named = [*servers, *server_values(inp), *_tool_values(inp)]
+    names = tuple(dict.fromkeys(n for n in named if n.strip()))
+    kept = (arguments if held is None else held,)
+    if servers:
+        return ToolRef(tool, skill, names[0], names[1:], kept)
+    return ToolRef(tool, skill, None, names, kept)
 
 
 def _arguments(value: Any, *, parse: bool) -> Mapping[str, Any]:
-    """A call's input as an object, as the engine reads it (`as_map`). A string is parsed
-    only when it may name a server or a tool (or when `parse`)."""
+    """A call's input as an object: an object as is; a JSON string (a BOM or an encoding
+    twice aside) parsed only when it may name a server or a tool (or when `parse`); other
+    text as `{"raw": text}`."""
+    original = value
+    for _ in range(DECODE_DEPTH):
+        if isinstance(value, Mapping):
+            return value
+        if not isinstance(value, str) or not (parse or _KEYED.search(value)):
+            return {}
+        parsed = _json(value)
+        if parsed is None:
+            break
+        value = parsed
     if isinstance(value, Mapping):
         return value
-    if not isinstance(value, str) or not (parse or any(k in value for k in _KEYED)):
-        return {}
+    if isinstance(value, str):
+        return {"raw": value}
+    return {"raw": original} if isinstance(original, str) else {}
+
+
+def _json(text: str) -> Any:
+    """A JSON text as the stdlib reads it (NaN too), a BOM or spaces around it aside; None
+    when it is not one."""
+    body = text.strip().lstrip("\ufeff").strip()
+    if not body.startswith(_JSON_START):
+        return None
     try:
-        parsed = orjson.loads(value)
-    except orjson.JSONDecodeError:
-        return as_map(value)  # what the stdlib reads and orjson does not (NaN, big ints)
-    return parsed if isinstance(parsed, dict) else {"raw": value}
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
 
 
-def _strings(inp: Mapping[str, Any], keys: Iterable[str]) -> list[str]:
-    return [v for k in keys if isinstance(v := inp.get(k), str) and v.strip()]
+def _words(key: Any) -> frozenset[str]:
+    return _key_words(key) if isinstance(key, str) else frozenset()
 
 
-def _first(inp: Mapping[str, Any], keys: Iterable[str]) -> str | None:
-    found = _strings(inp, keys)
-    return found[0] if found else None
+@functools.lru_cache(maxsize=4096)
+def _key_words(key: str) -> frozenset[str]:
+    return frozenset(tokens(key))
+
+
+def server_values(block: Mapping[str, Any]) -> list[str]:
+    """The servers a mapping names: each string under a key that speaks of a server or a
+    namespace, or held by an object (or list) there."""
+    return [s for k, v in block.items() if _words(k) & SERVER_WORDS for s in _leaves(v)]
+
+
+def _tool_values(inp: Mapping[str, Any]) -> list[str]:
+    return [s for k, v in inp.items() if _words(k) & TOOL_WORDS for s in _leaves(v)]
+
+
+def _leaves(value: Any) -> list[str]:
+    """The non-empty strings of a value, an object's or a list's one level down."""
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    inner = value.values() if isinstance(value, Mapping) else value
+    if not isinstance(inner, Iterable) or isinstance(value, str | bytes):
+        return []
+    return [v for v in inner if isinstance(v, str) and v.strip()]
+
+
+def _skill(inp: Mapping[str, Any]) -> str | None:
+    keys = [k for k in inp if isinstance(k, str) and tokens(k)[:1] == (SKILL_WORD,)]
+    for key in (*keys, *SKILL_KEYS):
+        value = inp.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def call_texts(held: Iterable[Any]) -> Iterator[str]:
+    """Every key and string `held` holds, at any depth up to `MAX_DEPTH`."""
+    stack: list[tuple[Any, int]] = [(value, 0) for value in held]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            yield value
+        elif depth < MAX_DEPTH and isinstance(value, Mapping):
+            for key, inner in value.items():
+                if isinstance(key, str):
+                    yield key
+                stack.append((inner, depth + 1))
+        elif depth < MAX_DEPTH and isinstance(value, list | tuple):
+            stack.extend((inner, depth + 1) for inner in value)
+
+
+def expanded(text: str, depth: int = DECODE_DEPTH) -> Iterator[str]:
+    """A text as the fence reads it: as sent and with its escapes decoded (`variants`), and
+    every key and string of the JSON it encodes, decoded in turn (`depth` levels)."""
+    for variant in variants(text):
+        yield variant
+        parsed = _json(variant) if depth > 0 else None
+        if parsed is not None:
+            for inner in call_texts([parsed]):
+                yield from expanded(inner, depth - 1)
 
 
 def tool_refs(messages: Sequence[Message]) -> list[ToolRef]:
@@ -141,19 +247,25 @@ _COMMAND_NAME = re.compile(r"<command-name>\s*([^<>]+?)\s*</command-name>")
 
 def command_refs(messages: Sequence[Message]) -> list[ToolRef]:
     """The slash commands of user turns, as `Skill` references: those a client expanded
-    (`<command-name>/x</command-name>`) and a turn that starts with one (`/x args`)."""
+    (`<command-name>/x</command-name>`) and every line of a user turn (any of its text parts)
+    that starts with one (`/x args`)."""
     refs: list[ToolRef] = []
     for m in messages:
         if m.role != "user":
             continue
         if "<command-name>" in m.text:
             refs.extend(ToolRef(SKILL_TOOL, name) for name in _COMMAND_NAME.findall(m.text))
-        elif m.text.startswith("/") and not m.tool_results:
-            refs.append(ToolRef(SKILL_TOOL, m.text.split(maxsplit=1)[0]))
+        if "/" in m.text:
+            lines = (line.strip() for line in m.text.splitlines())
+            refs.extend(
+                ToolRef(SKILL_TOOL, line.split(maxsplit=1)[0])
+                for line in lines
+                if line.startswith("/") and len(line) > 1
+            )
     return refs
 
 
-def joined(raw: Iterable[ToolRef], parsed: Iterable[ToolRef]) -> list[ToolRef]:
+def joined_refs(raw: Iterable[ToolRef], parsed: Iterable[ToolRef]) -> list[ToolRef]:
     """The body's calls and the parse's, each call once: a parsed call is dropped when the
     body holds it (the same tool and skill, and every name the parsed one carries)."""
     refs = list(raw)
@@ -189,17 +301,18 @@ def body_refs(body: Any) -> list[ToolRef]:
         if depth > MAX_DEPTH:
             continue
         if isinstance(value, str):
-            if _XML_SERVER in value:
-                refs.extend(_xml_refs(value))
+            ref = markup_ref(value)
+            if ref is not None:
+                refs.append(ref)
             continue
         if isinstance(value, list):
             stack.extend((v, depth + 1, None) for v in reversed(value))
             continue
         if not isinstance(value, Mapping):
             continue
-        ref, inner = _call_ref(value, key)
-        if ref is not None:
-            refs.append(ref)
+        call, inner = _call_ref(value, key)
+        if call is not None:
+            refs.append(call)
         for k, v in value.items():
             if k == inner:  # read as this call: only what it holds is walked
                 stack.extend((w, depth + 2, None) for w in v.values() if _walked(w))
@@ -209,48 +322,93 @@ def body_refs(body: Any) -> list[ToolRef]:
 
 
 def _walked(value: Any) -> bool:
-    return isinstance(value, list | Mapping) or (isinstance(value, str) and _XML_SERVER in value)
+    return isinstance(value, list | Mapping) or (isinstance(value, str) and _may_mark(value))
+
+
+def _may_mark(text: str) -> bool:
+    """Whether a text may hold markup (plain, full-width or escaped): else it is not read."""
+    return (
+        "<" in text
+        or "&" in text
+        or "%" in text
+        or "\\" in text
+        or "\uff1c" in text
+        or "\ufe64" in text
+    )
+
+
+def markup_ref(text: str) -> ToolRef | None:
+    """A text holding tool-invocation markup, read whole as a call (any case, full-width or
+    escaped markup too); None for any other text."""
+    if not _may_mark(text):
+        return None
+    found = _MARKUP.search(text) if "<" in text else None
+    if found is None and not text.isascii() and _OPENINGS.search(text):
+        found = _folded_markup(text)
+    escaped = "&lt" in text or "&#" in text or "3c" in text or "3C" in text
+    if found is None and escaped and _ESCAPED_MARKUP.search(text):
+        found = _MARKUP.search(unescape(text))
+    if found is None:
+        return None
+    return ToolRef(found.group(0).lstrip("</ \t\r\n"), held=(text,))
+
+
+def _folded_markup(text: str) -> re.Match[str] | None:
+    """Markup spelled with characters that fold to it (full-width, zero-width, look-alike
+    letters): each opening bracket's next characters, folded, when they are not ASCII."""
+    for opening in _OPENINGS.finditer(text):
+        window = text[opening.start() : opening.start() + MARKUP_WINDOW]
+        if not window.isascii() and (found := _MARKUP.search(fold(window))):
+            return found
+    return None
 
 
 def _call_ref(block: Mapping[str, Any], key: str | None) -> tuple[ToolRef | None, str | None]:
-    """The call a mapping makes, if it has a call's shape, and the key of the mapping inside
-    it that names the call (`{"function": {"name"}, "arguments"}`), if one does."""
+    """The call a mapping makes, if it has a call's shape (see the module's docstring), and
+    the key of the mapping inside it that names the call (`{"function": {"name"}}`), if one
+    does."""
     kind = block.get("type")
-    name = block.get("name")
-    if not isinstance(name, str):
+    name = next((n for k in NAME_KEYS if isinstance(n := block.get(k), str)), None)
+    if name is None:
         tool = block.get("tool")  # hook messages: `{tool_use_id, tool, input}`
         named = isinstance(tool, str) and ("input" in block or "tool_use_id" in block)
         name = tool if named else None
-    servers = _strings(block, SERVER_KEYS)
+    servers = server_values(block)
     if name is None:
         inner = next((k for k in CALL_KEYS if _named(block.get(k))), None)
         if inner is not None:
             call: Mapping[str, Any] = block[inner]
             found = next((c[k] for c in (call, block) for k in ARGUMENT_KEYS if k in c), None)
-            ref = call_ref(call["name"], found, [*_strings(call, SERVER_KEYS), *servers])
-            return ref, inner
-        if servers and kind in CALL_TYPES:
-            return ToolRef("", None, servers[0], tuple(servers[1:])), None
+            servers = [*server_values(call), *servers]
+            return call_ref(call["name"], found, servers, _held(block)), inner
+        if servers and _text(kind) in CALL_TYPES:
+            return ToolRef("", None, servers[0], tuple(servers[1:]), (_held(block),)), None
         return None, None
     called = (
         key in CALL_KEYS
-        or kind in CALL_TYPES
-        or block.get("role") in RESULT_ROLES
+        or _call_type(kind)
+        or _text(block.get("role")) in RESULT_ROLES
         or any(k in block for k in ARGUMENT_KEYS)
+        or bool(servers)
     )
     if not called:
         return None, None
     arguments = next((block[k] for k in ARGUMENT_KEYS if k in block), None)
-    return call_ref(name, arguments, servers), None
+    return call_ref(name, arguments, servers, _held(block)), None
+
+
+def _held(block: Mapping[str, Any]) -> dict[str, Any]:
+    """What the fence reads of a call: everything but its result."""
+    return {k: v for k, v in block.items() if k not in RESULT_KEYS}
+
+
+def _call_type(kind: Any) -> bool:
+    return isinstance(kind, str) and (kind in CALL_TYPES or bool(_words(kind) & CALL_WORDS))
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _named(value: Any) -> bool:
     return isinstance(value, Mapping) and isinstance(value.get("name"), str)
-
-
-def _xml_refs(text: str) -> list[ToolRef]:
-    return [
-        ToolRef(_XML_TOOL, None, server, (tool,) if tool else ())
-        for server, tool in _XML_CALL.findall(text)
-        if server
-    ]

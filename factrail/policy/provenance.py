@@ -20,7 +20,7 @@ import orjson
 from factrail.core.formats.anthropic import COMPACTION_BLOCK
 from factrail.core.formats.responses import COMPACTION_ITEMS
 from factrail.core.model import Message, is_prompt
-from factrail.policy.calls import ToolRef, body_refs, joined, use_refs
+from factrail.policy.calls import ToolRef, body_refs, joined_refs, use_refs
 
 CONTINUATION_MARKERS = (
     "This session is being continued from a previous conversation",
@@ -121,4 +121,4 @@ def raw_evidence(data: bytes | str, messages: Sequence[Message]) -> Evidence:
 
 def body_calls(body: Any, messages: Sequence[Message]) -> tuple[ToolRef, ...]:
     """Every call of a decoded body joined with the tool uses the engine parsed from it."""
-    return tuple(joined(body_refs(body), use_refs(messages)))
+    return tuple(joined_refs(body_refs(body), use_refs(messages)))

@@ -2,15 +2,21 @@
 judge, and stay fenced for the rest of the session (sticky taint).
 
 One call model serves every wire format (`factrail.policy.calls`): the calls of the engine's
-parse joined with every call-shaped mapping of the decoded body. One normalisation serves every
-name (`factrail.policy.names`): NFKC, format characters removed, case and `-`/`_` folded, the
-separators `__ . / _` understood. A fenced tool entry names an MCP server (`mcp__<server>__`,
-`<server>__`, or the bare server name) with an optional tool prefix after it, or a plain
-tool-name prefix; it fences a call whose name, server (named beside it or in its input) or
-inner tool holds it where a token starts. A skill is fenced when a `Skill` call (any spelling)
-names it in `skill`, `name` or `command`, bare, as a slash command (`/email-search args`) or
-qualified (`plugin:email-search`), when a user turn expands it as a slash command, or when a
-client exposes it as a tool of that name.
+parse joined with every call-shaped mapping of the decoded body, and every text holding
+tool-invocation markup. One normalisation serves every name and text
+(`factrail.policy.names`): NFKC, format characters removed, look-alike letters read as Latin
+ones, case and `-`/`_` folded, escapes decoded, the separators `__ . / _` understood. A fenced
+tool entry names an MCP server (`mcp__<server>__`, `<server>__`, or the bare server name) with
+an optional tool prefix after it, or a plain tool-name prefix; a fenced skill is an entry too.
+
+The rule: a call is fenced when an entry's tokens occur, where a token starts, in its name, its
+server (named beside it or in its input) with its name, or in any key or string it holds but
+its result (decoded: JSON-encoded strings, escapes); or when one of its texts holds an entry's
+server and one its tool prefix. A shape or key the parser does not know thus makes the fence
+read more, never less: a false match only fences a session. A `Skill` call (any spelling) is
+fenced by its skill in any key (`skill`, `skill_name`, `name`, `command`), bare, as a slash
+command (`/email-search args`), qualified (`plugin:email-search`, `email-search@market`) or
+as a display name (`Email Search`); so is a user turn with a line that starts with one.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from factrail.policy.calls import (
     SKILL_TOOL,
     ToolRef,
     body_refs,
+    call_texts,
     command_refs,
+    expanded,
     is_skill_tool,
     tool_refs,
 )
-from factrail.policy.names import Entry, Spelled, may_hold, skill_spelled, skill_text
+from factrail.policy.names import Entry, Spelled, may_hold, skill_text, variants
 
 __all__ = [
     "DEFAULT_TAINT_SKILLS",
@@ -145,15 +153,28 @@ class TaintFence:
         return tuple(dict.fromkeys(e for e in parsed if e is not None))
 
     @functools.cached_property
+    def _split(self) -> tuple[tuple[str, str], ...]:
+        """The server part and tool prefix of each entry that names a tool."""
+        return tuple(e.parts for e in self._entries if e.server < len(e.text))
+
+    @functools.cached_property
+    def _part_needles(self) -> tuple[bytes, ...] | None:
+        """Every entry's server part and tool prefix as bytes (what a text must hold to take
+        part in a match); None when one is not ASCII."""
+        parts = {p for e in self._entries for p in e.parts if p}
+        return tuple(p.encode() for p in parts) if all(p.isascii() for p in parts) else None
+
+    @functools.cached_property
     def _skills(self) -> frozenset[str]:
         return frozenset(s for s in map(skill_text, self.skills) if s)
 
     def skill_taints(self, name: str | None) -> bool:
-        """A fenced skill, however it is spelled (case, `-`/`_`, slash, qualified)."""
+        """A fenced skill, however it is spelled (case, `-`/`_`, slash, qualified, with a
+        marketplace, as a display name): its tokens where a token of `name` starts."""
         if not name:
             return False
-        spelled = skill_spelled(name)
-        return any(spelled.ends_with(skill) for skill in self._skills)
+        spelled = [Spelled.of(v) for v in variants(name)]
+        return any(s.holds(skill) for s in spelled for skill in self._skills)
 
     def taints(
         self,
@@ -166,17 +187,60 @@ class TaintFence:
         an inner tool among `qualifiers`, alone or after `server` or another qualifier."""
         if skill is not None and is_skill_tool(tool) and self.skill_taints(skill):
             return True
-        names = (tool, *qualifiers)
-        servers = tuple(s for s in (server, *qualifiers) if s)
-        spelled = [Spelled.of(n) for n in names if n]
+        return self._matched(self._spellings(tool, server, qualifiers))
+
+    def ref_taints(self, ref: ToolRef) -> bool:
+        """Whether a call is fenced: by its names (`taints`), or by anything it holds."""
+        if self.taints(ref.tool, ref.skill, ref.server, ref.qualifiers):
+            return True
+        if not ref.held:
+            return False
+        names = (ref.tool, ref.server or "", *ref.qualifiers)
+        texts = [t for t in call_texts(ref.held) if t]
+        if not texts or not self._may_match(names, texts):
+            return False
+        needles = self._part_needles
+        spelled = [
+            Spelled.of(text)
+            for raw in texts
+            if needles is None or may_hold(_bytes(raw), needles)
+            for text in expanded(raw)
+        ]
+        return self._matched(spelled + self._spellings(ref.tool, ref.server, ref.qualifiers))
+
+    def _may_match(self, names: tuple[str, ...], texts: list[str]) -> bool:
+        """The byte pre-check over everything a call holds: some entry's server part."""
+        needles = self._byte_needles
+        return needles is None or may_hold(_bytes("\x00".join((*names, *texts))), needles)
+
+    def _spellings(
+        self, tool: str, server: str | None, qualifiers: tuple[str, ...]
+    ) -> list[Spelled]:
+        names = [v for n in (tool, *qualifiers) if n for v in variants(n)]
+        servers = [v for s in (server, *qualifiers) if s for v in variants(s)]
+        spelled = [Spelled.of(n) for n in names]
         spelled += [Spelled.of(n, s) for s in servers for n in (*names, "")]
-        return any(e.matches(name) for name in spelled for e in self._entries)
+        return spelled
+
+    def _matched(self, spelled: list[Spelled]) -> bool:
+        """An entry where a token of one spelling starts; or, for an entry naming a tool, its
+        server in one spelling and its tool prefix in one."""
+        if any(e.matches(name) for name in spelled for e in self._entries):
+            return True
+        return any(
+            any(s.holds(server) for s in spelled) and any(s.holds(tool) for s in spelled)
+            for server, tool in self._split
+        )
 
     def scan(self, refs: Iterable[ToolRef]) -> TaintScan:
         """Count every fenced call, pinned or not."""
-        hits = [r.tool for r in refs if self.taints(r.tool, r.skill, r.server, r.qualifiers)]
+        hits = [r.tool for r in refs if self.ref_taints(r)]
         sample = tuple(dict.fromkeys(hits))[:SAMPLE_SIZE]
         return TaintScan(bool(hits), len(hits), sample)
+
+
+def _bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def _names(names: Iterable[str]) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ Every key is a blake2b hash (nothing in clear) behind a prefix naming its source
 caller's `X-Factrail-Session`, `c-` a client's session id, `r-` a chain of provider-kept turns
 (Responses, Anthropic threads) whose start was not seen, `s-` the stable head and the first
 answer; the fence's aliases (`alias_keys`) are `a-` each session id the client names, alone,
-`s-` the head alone, and the session of the answer a request continues.
+`s-` the head alone, `f-` the head as every wire format spells it, and the session of the
+answer a request continues.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def alias_keys(
     head = _head(doc, model) if doc is not None and not previous else ()
     if any(head[:-1]):
         keys.append(_key(HEAD_ALIAS, *head))
+    wide = fence_head(doc, body) if doc is not None and not previous else ()
+    if any(wide):
+        keys.append(_key(FENCE_HEAD, *wide))
     return tuple(k for k in dict.fromkeys(keys) if k != session)
 
 
@@ -105,6 +109,27 @@ CLIENT_ALIAS = "a-"
 HEAD_ALIAS = "s-"
 """The prefix of a stable head alone: the key of a client that names no session before its
 first answer, and the fence's record of the head of every request."""
+
+
+FENCE_HEAD = "f-"
+"""The prefix of the fence's record of a head as every wire format spells it (`fence_head`):
+it carries a taint across routes and models, and never proves that a transcript was seen
+from its start."""
+
+
+def fence_head(doc: Document, body: Mapping[str, Any]) -> tuple[str, str]:
+    """The head as the fence compares it whatever the wire format and model: the system texts
+    (a Responses `instructions` among them: chat's system and developer messages, Anthropic's
+    `system`), then the first user message, each with every blank dropped."""
+    instructions = body.get("instructions")
+    given = instructions if isinstance(instructions, str) else ""
+    systems = [given if given not in doc.system_texts else "", *doc.system_texts]
+    first_user = next((m.text for m in doc.messages if is_prompt(m)), "")
+    return _solid("".join(systems)), _solid(first_user)
+
+
+def _solid(text: str) -> str:
+    return "".join(text.split())
 
 
 def is_client_alias(key: str) -> bool:
@@ -117,7 +142,9 @@ def proves_start(session: str, alias: str) -> bool:
     """Whether an alias record seen from its start shows that `session`'s transcript was seen
     whole: a client's session id, or the answer it continues, does; a head does only for a
     client that names no session (a run of its own prompt), never for a named session, whose
-    head another session may share."""
+    head another session may share; a head as every wire format spells it never does."""
+    if alias.startswith(FENCE_HEAD):
+        return False
     return not alias.startswith(HEAD_ALIAS) or session.startswith(HEAD_ALIAS)
 
 

@@ -13,7 +13,7 @@ from starlette.datastructures import Headers
 from factrail.core.formats import openai_chat
 from factrail.core.formats.base import Document
 from factrail.session import session_key
-from factrail.session.keys import alias_keys, client_id, client_ids
+from factrail.session.keys import FENCE_HEAD, alias_keys, client_id, client_ids
 
 
 def doc(system: str = "You are a coding agent.", prompt: str = "Fix the build.") -> Document:
@@ -138,6 +138,11 @@ def test_an_anthropic_thread_continues_its_session_like_a_responses_chain() -> N
     assert key(thread={"type": "create"}) == key()
 
 
+def narrow(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The aliases but the fence's head as every wire format spells it."""
+    return tuple(k for k in keys if not k.startswith(FENCE_HEAD))
+
+
 def run_doc(call_id: str, steps: int = 1, answer: str = "Looking.") -> Document:
     """A run of the default prompt, `steps` calls in: its first answer names `call_id`."""
     messages: list[dict[str, Any]] = [
@@ -168,14 +173,18 @@ def test_runs_of_one_prompt_that_name_no_session_part_at_their_first_answer() ->
     assert s_key(run_a) != s_key(run_doc("call_Ab3", answer="Reading."))
     assert key() not in (s_key(run_a), s_key(run_b))
     # The fence keeps a run's taint under the head too: the key of the first request of
-    # every run of this prompt, which a client trimming its oldest turns keeps.
-    assert alias_keys(Headers({}), {}, run_a, "gpt-4o", session=s_key(run_a)) == (key(),)
-    assert alias_keys(Headers({}), {}, run_b, "gpt-4o", session=s_key(run_b)) == (key(),)
+    # every run of this prompt, which a client trimming its oldest turns keeps; and under the
+    # head as every wire format spells it (`f-`, the same for both runs).
+    wide = alias_keys(Headers({}), {}, run_a, "gpt-4o", session=s_key(run_a))
+    assert narrow(wide) == (key(),) and wide[-1].startswith(FENCE_HEAD)
+    other = alias_keys(Headers({}), {}, run_b, "gpt-4o", session=s_key(run_b))
+    assert other == wide
     # No answer: the key is the head, never its own alias.
-    assert alias_keys(Headers({}), {}, doc(), "gpt-4o", session=key()) == ()
-    named = alias_keys(Headers({}), {"prompt_cache_key": "pck"}, run_a, "gpt-4o")
+    assert narrow(alias_keys(Headers({}), {}, doc(), "gpt-4o", session=key())) == ()
+    named = narrow(alias_keys(Headers({}), {"prompt_cache_key": "pck"}, run_a, "gpt-4o"))
     assert len(named) == 2 and named[0].startswith("a-") and named[1] == key()
-    assert alias_keys(Headers({"x-factrail-session": "mine"}), {}, run_a, "gpt-4o") == (key(),)
+    mine = alias_keys(Headers({"x-factrail-session": "mine"}), {}, run_a, "gpt-4o")
+    assert narrow(mine) == (key(),)
 
 
 def test_every_identity_a_request_carries_is_an_alias() -> None:
@@ -190,7 +199,8 @@ def test_every_identity_a_request_carries_is_an_alias() -> None:
     }
     found = alias_keys(headers, body, doc(), "gpt-4o")
     assert client_ids(headers, body) == (SESSION_A, SESSION_B, "t-1")
-    assert len(found) == 4 and all(k.startswith("a-") for k in found[:3]) and found[3] == key()
+    assert len(found) == 5 and all(k.startswith("a-") for k in found[:3]) and found[3] == key()
+    assert found[4].startswith(FENCE_HEAD)
     assert not any(s in k for k in found for s in (SESSION_A, SESSION_B, "t-1"))
     own = key({"x-factrail-session": "mine"})
     assert own not in found  # the header names the session's own key

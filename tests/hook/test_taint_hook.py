@@ -43,7 +43,8 @@ def test_skills_taint_as_a_skill_call_and_as_a_slash_command(skill: str) -> None
 
 
 def test_other_skills_are_clean() -> None:
-    assert taint(tool="Skill", skill="email-search-extra") is None
+    assert taint(tool="Skill", skill="email-research") is None
+    assert taint(tool="Skill", skill="myemail-search") is None
     assert taint(tool="Skill", skill=None) is None
     assert taint(tool=None, skill=None) is None
 

@@ -95,16 +95,22 @@ def test_skill_calls() -> None:
         ("email-search", True),
         ("agentbox:email-search", True),
         ("a:b:email-search", True),
-        ("email-search-extra", False),
+        ("email-search-extra", True),  # reads more: the skill's tokens anywhere
         ("my-email-search", True),  # a qualifier in any spelling (reads more)
         ("agentbox.Email_Search", True),
-        ("email-search:agentbox", False),
+        ("email-search:agentbox", True),
+        ("email-search@team-market", True),
+        ("Email Search", True),
+        ("/email-search invoices", True),
+        ("myemail-search", False),  # `email` does not start a token
+        ("email-research", False),
         ("", False),
         (None, False),
     ],
 )
 def test_skill_taints(name: str | None, fenced: bool) -> None:
-    """The name at the end of the first word, after any qualifier; not as a prefix."""
+    """The skill's tokens where a token of the name starts: qualified, with a marketplace, as
+    a display name or a slash command; not inside a token."""
     assert FENCE.skill_taints(name) is fenced
 
 
@@ -174,7 +180,8 @@ def test_tool_refs_from_messages() -> None:
         ToolRef("Skill", None),
         ToolRef("Skill", None),
     ]
-    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 2, ("Skill",))
+    # reads more: the fenced skill's name anywhere in a call's input fences it (u1, u6)
+    assert FENCE.scan(tool_refs(messages)) == TaintScan(True, 4, ("Read", "Skill"))
 
 
 def test_slash_commands_in_user_turns() -> None:

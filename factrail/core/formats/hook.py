@@ -2,7 +2,9 @@
 
 Each item is `{"role", "text", "toolUses": [{"tool_use_id", "tool", "input", "text"?,
 "isError"?}], "toolResults": [{"tool_use_id", "text", "isError"?}]}`; unknown keys (such as the
-plugin's `handle`) pass through. Every item is one engine message, in order.
+plugin's `handle`) pass through. Every item is one engine message, in order. A tool use that
+names its MCP server beside the tool (`server_name`, `server`, any key holding `server`) is
+the engine's `mcp__<server>__<tool>`, as Claude Code names MCP tools.
 """
 
 from __future__ import annotations
@@ -18,6 +20,17 @@ FORMAT = "hook"
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _tool(use: dict[str, Any]) -> str:
+    """A tool use's tool, after the MCP server named beside it (when one is)."""
+    tool = _str(use.get("tool"))
+    servers = [
+        v.strip()
+        for k, v in use.items()
+        if isinstance(k, str) and "server" in k.lower() and isinstance(v, str) and v.strip()
+    ]
+    return f"mcp__{servers[0]}__{tool}" if servers and servers[0] not in tool else tool
 
 
 def _items(msg: dict[str, Any], key: str, w: int) -> list[tuple[int, dict[str, Any]]]:
@@ -44,7 +57,7 @@ def parse(messages: Sequence[Any]) -> WireDocument:
             inp = use.get("input")
             b.add_use(
                 _str(use.get("tool_use_id")),
-                _str(use.get("tool")),
+                _tool(use),
                 as_map(inp),
                 (w, "toolUses", k, "input"),
                 inp,
