@@ -13,19 +13,26 @@ can be reviewed by hand without the file holding any secret. Exits 0 when the fo
 `--glob` reads plain files instead (each file one text), for a second look at false positives:
 `--glob '.venv/lib/python3*/site-packages/**/*.py'` is 70-odd MB of code that names tokens and
 passwords everywhere and holds almost none.
+
+`--against REV` compares the speed with `factrail/core/redact` as it was at git revision `REV`,
+loaded beside it in the same process: text by text, alternating, the least of `--runs` passes
+of each, summed (a shared machine's load moves both alike), and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +152,52 @@ def run(
     print(f"sample: {len(chosen)} redactions written to {out}")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+_AT_REV = "redact_at_rev"
+
+
+def redact_at(rev: str) -> Callable[[str], Any]:
+    """`redact` as it was at git revision `rev`, loaded as a package of its own."""
+    package = Path(tempfile.mkdtemp(prefix="factrail-redact-")) / _AT_REV
+    package.mkdir()
+    git = ["git", "-C", str(ROOT)]
+    listed = subprocess.run(
+        [*git, "ls-tree", "--name-only", rev, "factrail/core/redact/"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for path in (p for p in listed if p.endswith(".py")):
+        source = subprocess.run(
+            [*git, "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+        ).stdout
+        source = source.replace("factrail.core.redact.", f"{_AT_REV}.")
+        source = source.replace("from factrail.core.redact import", f"from {_AT_REV} import")
+        (package / Path(path).name).write_text(source, encoding="utf-8")
+    sys.path.insert(0, str(package.parent))
+    module = importlib.import_module(_AT_REV)
+    return module.redact  # type: ignore[no-any-return]
+
+
+def compare(texts: list[tuple[str, str]], rev: str, runs: int) -> None:
+    """Time `redact` now against `redact` at `rev`, text by text, alternating."""
+    before = redact_at(rev)
+    megabytes = sum(len(t.encode()) for _, t in texts) / 1e6
+    totals = [0.0, 0.0]
+    clock = time.perf_counter
+    for _, text in texts:
+        least = [float("inf"), float("inf")]
+        for _ in range(runs):
+            for i, fn in enumerate((before, redact)):
+                start = clock()
+                fn(text)
+                least[i] = min(least[i], clock() - start)
+        totals[0] += least[0]
+        totals[1] += least[1]
+    then, now = (t * 1000 / megabytes for t in totals)
+    print(f"speed against {rev}: {then:.1f} → {now:.1f} ms/MB, ratio {now / then:.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -153,16 +206,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("/tmp/factrail-redaction-sample.md"))
     parser.add_argument("--glob", help="plain files to read instead of a corpus of sessions")
+    parser.add_argument("--against", metavar="REV", help="compare the speed with git REV")
     args = parser.parse_args(argv)
     if args.glob:
         texts = glob_texts(args.glob)
-        run(Path(args.glob), texts, args.runs, args.sample, args.seed, args.out)
-        return 0
-    if not args.corpus.is_dir():
+        folder = Path(args.glob)
+    elif not args.corpus.is_dir():
         print(f"no corpus at {args.corpus}: nothing to measure", file=sys.stderr)
         return 0
-    folder = args.corpus.resolve()
-    run(folder, corpus_texts(folder), args.runs, args.sample, args.seed, args.out)
+    else:
+        folder = args.corpus.resolve()
+        texts = corpus_texts(folder)
+    if args.against:
+        compare(texts, args.against, args.runs)
+        return 0
+    run(folder, texts, args.runs, args.sample, args.seed, args.out)
     return 0
 
 

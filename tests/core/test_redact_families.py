@@ -87,6 +87,12 @@ def _cases() -> list[Case]:
             "see http://localhost:3000/users/ana@example.com and "
             "https://registry.npmjs.org:443/@scope/pkg",
         ),
+        Case(
+            "url-token",
+            f"git clone https://{(t := mixed(32))}@github.com/org/repo.git",
+            t,
+            "git clone https://deploy-bot@github.com/org/repo.git",
+        ),
         Case("named", f"PWD={pw}", pw, "PWD=/home/ana/project"),
         Case("named", f"DB_PASS={pw}\n", pw, "DB_PASS=${DB_PASS}\n"),
         Case("named", f"export AUTH={pw}", pw, "AUTH=<token>"),
@@ -222,7 +228,7 @@ def _cases() -> list[Case]:
             "Bearer authentication is required; see SPL-Token Command-line Utility",
         ),
         Case(
-            "named",
+            "bearer",
             f'curl -H "authorization: token {(s := mixed(40))}" https://api.example.com',
             s,
             'headers = {"Authorization": f"Bearer {token}"}',

@@ -2,16 +2,21 @@
 
 `redact` replaces known values, provider key families (gitleaks' default rules for what a coding
 session holds: cloud, forge, registry, chat, payment and AI keys, PEM/PuTTY/age keys, JWTs,
-webhook URLs), auth-scheme values, URL passwords, `curl -u` passwords, secret-named slots in any
-case (`PASSWORD=`, `password = …`, `token: …`, `"apiKey": …`, `?api_key=…`, `client-key-data:`,
-`*_KEY=`), cookie headers and secret CLI flags with `[REDACTED:<label>]`, counting each
-replacement per label. Placeholders (`<your key>`, `xxx`, `${TOKEN}`, `changeme`,
-`your-api-key-here`) and code naming a value (`os.environ["API_KEY"]`,
-`password = user_password`) stay; docs/redaction.md has the table and what is not caught.
-`secret_spans` says where in a text those replacements fall.
+webhook URLs), auth-scheme values (`Authorization:` with any scheme word), URL passwords and
+tokens, `curl -u` passwords, and the values of keys that name a credential by one of their
+words (`DB_PASSWORD=`, `password: |`, `"apiKey": …`, `github_pat=`, `?api_key=`,
+`client-key-data:`, `- name: DB_PASSWORD` / `value: …`), cookies wherever written (headers,
+`curl -b`, cookie jars) and secret CLI flags with `[REDACTED:<label>]`, counting each
+replacement per label; a text holding string escapes is read as what they encode.
+Placeholders (`<your key>`, `xxx`, `${TOKEN}`, `changeme`, `your-api-key-here`) and code naming
+a value (`os.environ["API_KEY"]`, `password = user_password`) stay; docs/redaction.md has the
+table and what is not caught. `secret_spans` says where in a text those replacements fall.
 
-Modules: `families` (the key families), `values` (whether a slot's value is a credential),
-`slots` (slot names, cookies, flags) and `engine` (the pass over a text).
+Modules: `families` (the key families), `names` (whether a key names a credential), `forms`
+(how a value is written; whether a line is code), `values` (whether a slot's value is a
+credential), `slots` (named slots, flags), `pairs` (key/value pair objects), `headers`
+(cookies, `Authorization:`), `escapes` (a text with its escapes undone) and `engine` (the pass
+over a text).
 """
 
 from factrail.core.redact.engine import (

@@ -1,5 +1,8 @@
-"""The redaction pass: known values, the key families, auth-scheme values, URL and `curl -u`
-passwords, named slots, cookies and secret CLI flags, each replaced by `[REDACTED:<label>]`.
+"""The redaction pass: known values, the key families, auth-scheme values, URL passwords and
+tokens, `curl -u` passwords, then the slots (named slots, key/value pairs, cookies in every
+syntax, `Authorization:` of any scheme) and secret CLI flags, each replaced by
+`[REDACTED:<label>]`. A text holding string escapes has its slots read in the text the escapes
+encode, and replaced where they lie.
 
 Every pattern is compiled once and skipped outright when its literal anchor is absent (one pass
 finds the anchors), because this runs over every saved output (megabytes) and every judge
@@ -15,18 +18,31 @@ from typing import Any, NamedTuple
 from ahocorasick import Automaton
 
 from factrail.core.kernels import active
+from factrail.core.redact.escapes import Unescaped, has_escapes
 from factrail.core.redact.families import FAMILIES, Family, is_placeholder, standalone
+from factrail.core.redact.forms import CodeContext
+from factrail.core.redact.headers import (
+    AUTHORIZATION,
+    COOKIE,
+    COOKIE_ANY_CASE,
+    COOKIE_ARGS,
+    COOKIE_JAR,
+    authorization_spans,
+    cookie_arg_spans,
+    cookie_jar_spans,
+    cookie_spans,
+    reads_as_key,
+)
+from factrail.core.redact.pairs import pair_spans
 from factrail.core.redact.slots import (
     CLI_FLAG,
-    COOKIE,
-    COOKIE_ANCHOR,
-    COOKIE_ANY_CASE,
+    FLAG_ANCHORS,
     LOWER_ANCHORS,
     NAMED_SLOTS,
     NAMED_SLOTS_ANY_CASE,
     SLOT_ANCHORS,
+    Edit,
     Edits,
-    cookies,
     flag_replacer,
     marker,
     named_slots,
@@ -57,9 +73,14 @@ _AUTH = re.compile(
     rf"({standalone('Bearer', 6)}|{standalone('Basic', 5)}|{_TOKEN_SCHEME})"
     r"([ \t]{1,4})([A-Za-z0-9._~+/=-]{8,})"
 )
-_URL_CREDENTIALS = re.compile(r"://([^\s/@:\"'<>`]{0,64}):([^\s@\"'<>`]{1,128})@")
+_URL_CREDENTIALS = re.compile(r"://([^\s/@:\"'<>`]{0,256})(?::([^\s@\"'<>`]{1,128}))?@")
 """`scheme://user:password@`: the user may be empty (`redis://:pw@host`) and the password may
-hold `/` (raw base64), which `_url_password_is_secret` tells from a port and a path."""
+hold `/` (raw base64), which `_url_password_is_secret` tells from a port and a path; and
+`scheme://TOKEN@host`, a token as the user with no password (`https://<token>@github.com`)."""
+_WORDS_USER = re.compile(
+    r"[a-z]+(?:[._-][a-z]+)*[._-]?\d{0,4}|(?:[A-Z][a-z]+){1,3}\d{0,4}|[a-z]+(?:[A-Z][a-z]+){1,2}\d{0,4}"
+)
+"""A user name in words (`firstname.lastname`, `deploy-bot2`, `JaneDoe`), not a token."""
 _URL_SCHEME = re.compile(r"\b[a-z][a-z0-9+.-]{1,15}\Z", re.IGNORECASE)
 """A URL scheme ending right before `://` (searched backwards from each `://` match)."""
 _PORT = re.compile(r"(?:[^/]*:)?\d{2,5}\]?")
@@ -74,7 +95,15 @@ _CURL_USER = re.compile(
 
 FAMILY_LABELS: tuple[str, ...] = tuple(
     dict.fromkeys(
-        ("known", *(f.name for f in FAMILIES), "bearer", "url-password", "curl-user", "named")
+        (
+            "known",
+            *(f.name for f in FAMILIES),
+            "bearer",
+            "url-password",
+            "url-token",
+            "curl-user",
+            "named",
+        )
     )
 )
 """Every label `redact` can count: a bounded set, fit for a metric label."""
@@ -92,8 +121,10 @@ def _sub(
     tally: dict[str, int],
     edits: Edits,
     scan: str | None = None,
+    label_of: Callable[[re.Match[str]], str] | None = None,
 ) -> str:
-    """Replace the matches of `pattern` in `scan` (same offsets as `text`, default `text`)."""
+    """Replace the matches of `pattern` in `scan` (same offsets as `text`, default `text`),
+    counted under `label` (or `label_of` the match)."""
     pieces: list[str] = []
     last = 0
     for m in pattern.finditer(text if scan is None else scan):
@@ -101,13 +132,14 @@ def _sub(
         if new is not None:
             pieces += (text[last : m.start()], new)
             last = m.end()
-            tally[label] = tally.get(label, 0) + 1
+            name = label if label_of is None else label_of(m)
+            tally[name] = tally.get(name, 0) + 1
             if edits is not None:
-                edits.append(_changed(text, m.start(), m.end(), new))
+                edits.append(_changed(text, m.start(), m.end(), new, name))
     return "".join((*pieces, text[last:])) if pieces else text
 
 
-def _changed(text: str, start: int, end: int, new: str) -> tuple[int, int, int]:
+def _changed(text: str, start: int, end: int, new: str, label: str) -> Edit:
     """The edit replacing `text[start:end]` by `new`, narrowed to the part that changed (a
     value replacer keeps the label around the value)."""
     old = text[start:end]
@@ -117,7 +149,7 @@ def _changed(text: str, start: int, end: int, new: str) -> tuple[int, int, int]:
     tail = 0
     while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
         tail += 1
-    return start + head, end - tail, len(new) - head - tail
+    return start + head, end - tail, len(new) - head - tail, label
 
 
 def _value_replacer(group: int, is_secret: Callable[[str], bool], label: str) -> Replace:
@@ -150,12 +182,33 @@ def _is_host(name: str) -> bool:
     return "." in name or name[:1] == "[" or name.lower() == "localhost" or name.isdigit()
 
 
+_NOT_IN_TOKEN = frozenset("[]{}")
+
+
+def _user_is_token(user: str) -> bool:
+    """A URL user that is a token: 16+ chars of two classes of lower, upper and digit, not a
+    name in words nor an e-mail address."""
+    if "%40" in user or _WORDS_USER.fullmatch(user) or is_placeholder_value(user):
+        return False
+    classes = (
+        any(c.islower() for c in user)
+        + any(c.isupper() for c in user)
+        + any(c.isdigit() for c in user)
+    )
+    return classes >= 2
+
+
 def _url_replacer() -> Replace:
     password = _value_replacer(2, _url_password_is_secret, "url-password")
+    token = _value_replacer(1, _user_is_token, "url-token")
 
     def replace(text: str, m: re.Match[str]) -> str | None:
         user = m.group(1)
         if "[REDACTED" in user or not _url_is_credential(text, m):
+            return None
+        if m.group(2) is None:
+            return token(text, m) if len(user) >= 16 and not _NOT_IN_TOKEN & set(user) else None
+        if len(user) > 64:
             return None
         head, slash, _ = m.group(2).partition("/")
         if slash and _is_host(user) and _PORT.fullmatch(head):
@@ -176,32 +229,37 @@ def _family_replacer(family: Family) -> Replace:
     return lambda text, m: None if is_placeholder(text[m.start() : m.end()]) else mark
 
 
-def _auth_value_is_secret(value: str) -> bool:
-    """An auth-scheme value is a credential unless it reads as a word (`Bearer authentication`,
-    `Token based`, `SPL-Token Command-line`): ASCII letters (words may be joined by `-`), in one
-    ordinary case and not over 24 chars."""
-    value = value.rstrip(".,;:")  # `HTTP Basic authentication.`
-    if ("-" in value or "_" in value) and value.isascii():  # `Command-line`, `access_token`
-        parts = value.replace("_", "-").split("-")
-        return not all(p.isalpha() and (p.islower() or p.istitle()) for p in parts)
-    if not (value.isascii() and value.isalpha()):
-        return True
-    return len(value) > 24 or not (value.islower() or value.istitle())
-
-
-_AUTH_REPLACER = _value_replacer(3, _auth_value_is_secret, "bearer")
+_AUTH_REPLACER = _value_replacer(3, reads_as_key, "bearer")
 _CURL_REPLACER = _value_replacer(3, _curl_password_is_secret, "curl-user")
 _URL_REPLACER = _url_replacer()
 _FAMILY_REPLACERS = {id(f): _family_replacer(f) for f in FAMILIES}
 
 
+_PAIR_ANCHORS = frozenset(('value"', "value'", "value:", "value=", "value\\"))
+"""A key/value pair's value field (`"value":`, `value:`, `\\"value\\"`)."""
+_JAR_ANCHORS = frozenset(("\ttrue\t", "\tfalse\t", "\\ttrue\\t", "\\tfalse\\t"))
+"""A cookie-jar line's flags, as written or escaped in a string."""
+_HEADER_ANCHORS = (
+    *sorted(_PAIR_ANCHORS),
+    *("authorization", "cookie", "curl", "--cookie", "-b"),
+    *sorted(_JAR_ANCHORS),
+    "\\/",  # an escaped slash, which hides a URL from the families
+)
+"""Literals of the passes beside the named slots: a pair's value field, `Authorization:`,
+cookie slots, `curl -b`/`--cookie`, cookie-jar lines."""
+_SLOTS_ANCHORS = SLOT_ANCHORS | frozenset(_HEADER_ANCHORS)
 _CASE_ANCHOR_LIST = tuple(
     dict.fromkeys(a for f in FAMILIES if f.any_case is None for a in f.anchors)
 )
 """The anchors of the case-sensitive families (ASCII, 2 chars or more)."""
 _LOWER_ANCHOR_LIST = tuple(
     dict.fromkeys(
-        (*(a for f in FAMILIES if f.any_case is not None for a in f.anchors), *LOWER_ANCHORS)
+        (
+            *(a for f in FAMILIES if f.any_case is not None for a in f.anchors),
+            *LOWER_ANCHORS,
+            *FLAG_ANCHORS,
+            *_HEADER_ANCHORS,
+        )
     )
 )
 """The anchors looked for in the lower-cased text: the case-insensitive families' and the named
@@ -216,11 +274,22 @@ def _automaton(anchors: tuple[str, ...]) -> Automaton:
     return auto
 
 
-_ANY_CASE_FAMILIES = tuple(f for f in FAMILIES if f.any_case is not None)
-"""The families that run on a text holding no case-sensitive anchor (most texts)."""
 _CASE_ANCHORS = _automaton(_CASE_ANCHOR_LIST)
 """The same anchors found in one pass (most outputs hold none), when the C kernel is absent."""
 _LOWER_ANCHORS = _automaton(_LOWER_ANCHOR_LIST)
+
+
+_BY_ANCHOR: dict[str, tuple[int, ...]] = {}
+for _i, _family in enumerate(FAMILIES):
+    for _anchor in _family.anchors:
+        _BY_ANCHOR[_anchor] = (*_BY_ANCHOR.get(_anchor, ()), _i)
+
+
+def _families(present: set[str], low: set[str]) -> list[Family]:
+    """The families one of whose anchors occurs (in `present`, or lower-cased in `low`), in
+    their order: the rest cannot match."""
+    found = {i for anchors in (present, low) for a in anchors for i in _BY_ANCHOR.get(a, ())}
+    return [FAMILIES[i] for i in sorted(found)]
 
 
 def anchors_in(text: str) -> set[str]:
@@ -237,7 +306,7 @@ def _lower_anchors_in(lowered: str) -> set[str]:
     return {anchor for _, anchor in _LOWER_ANCHORS.iter(lowered)}
 
 
-Trace = list[list[tuple[int, int, int]]]
+Trace = list[list[Edit]]
 """Each pass's replacements, in order (see `Edits`)."""
 
 
@@ -258,23 +327,127 @@ def _known(text: str, known: Iterable[str], tally: dict[str, int], trace: Trace 
             if (edits := _pass(trace)) is not None:
                 at = text.find(value)
                 while at >= 0:
-                    edits.append((at, at + len(value), len(mark)))
+                    edits.append((at, at + len(value), len(mark), "known"))
                     at = text.find(value, at + len(value))
             text = text.replace(value, mark)
             tally["known"] = tally.get("known", 0) + hits
     return text
 
 
-def _redact(text: str, known: Iterable[str], trace: Trace | None) -> Redacted:
-    """`redact`, recording each pass's replacements in `trace` when given."""
+def _replace(
+    text: str, spans: list[tuple[int, int, str]], tally: dict[str, int], edits: Edits
+) -> str:
+    """Replace each (start, end, label) span of `text`, in order; one overlapping an earlier
+    one is skipped."""
+    pieces: list[str] = []
+    last = 0
+    for start, end, label in sorted(spans):
+        if start < last:
+            continue
+        mark = marker(label)
+        pieces += (text[last:start], mark)
+        last = end
+        tally[label] = tally.get(label, 0) + 1
+        if edits is not None:
+            edits.append((start, end, len(mark), label))
+    return "".join((*pieces, text[last:])) if pieces else text
+
+
+_ESCAPE_ANCHORS = SLOT_ANCHORS | _PAIR_ANCHORS | {"cookie", "authorization", "\\/"} | _JAR_ANCHORS
+"""What, in a text holding escapes, is worth a look at the text they encode (`\\/` hides
+URLs from the families)."""
+
+
+def _slots(text: str, lowered: str, low: set[str], tally: dict[str, int], edits: Edits) -> str:
+    """Replace named slots, key/value pairs, cookies and `Authorization:` credentials, all
+    found over one version of the text."""
+    same = len(lowered) == len(text)
+    scan = lowered if same else text
+    context = CodeContext(text)
+    spans: list[tuple[int, int, str]] = []
+    if "authorization" in low and same:
+        spans += (
+            (s, e, "bearer")
+            for m in AUTHORIZATION.finditer(scan)
+            for s, e in authorization_spans(text, m)
+        )
+    if not low.isdisjoint(SLOT_ANCHORS):
+        patterns = NAMED_SLOTS if same else NAMED_SLOTS_ANY_CASE
+        spans += ((s, e, "named") for s, e in named_slots(text, scan, patterns, low, context))
+    if same and not low.isdisjoint(_PAIR_ANCHORS):
+        spans += ((s, e, "named") for s, e in pair_spans(text, scan, context))
+    if "cookie" in low:
+        pattern = COOKIE if same else COOKIE_ANY_CASE
+        spans += (
+            (s, e, "named")
+            for m in pattern.finditer(scan)
+            for s, e in cookie_spans(text, m, context)
+        )
+    if ("--cookie" in low or "-b" in low) and "curl" in low:
+        spans += (
+            (s, e, "named")
+            for pattern in COOKIE_ARGS
+            for m in pattern.finditer(text)
+            for s, e in cookie_arg_spans(text, m)
+        )
+    if not low.isdisjoint(_JAR_ANCHORS):
+        spans += (
+            (s, e, "named") for m in COOKIE_JAR.finditer(text) for s, e in cookie_jar_spans(text, m)
+        )
+    return _replace(text, spans, tally, edits) if spans else text
+
+
+_MAX_DEPTH = 1
+"""How many levels of string escapes are undone: one (a tool call's arguments as a judge sees
+them); the slots read a quote escaped once more (`\\"password\\": \\"…\\"`) as such."""
+
+
+def _escaped(
+    text: str,
+    known: Iterable[str],
+    low: set[str],
+    tally: dict[str, int],
+    trace: Trace | None,
+    depth: int,
+) -> tuple[str, int, dict[str, int]]:
+    """Redact the slots of `text` in what it holds once its string escapes are undone (a
+    superset of what its own slots show), where they lie in `text`; with `\\/` in it, the
+    URL families too. The text's lower-case anchors stand for the view's: an escape is never
+    inside a literal, and a keyword before an escaped quote has its `\\` form."""
+    un = Unescaped(text)
+    inner: Trace = []
+    full = "\\/" in text
+    if _redact(un.view, known, inner, depth + 1, full, None if full else low).count:
+        spans = []
+        for start, end, label in _labelled(inner):
+            s, e = un.back(start), un.back(end)
+            if "[REDACTED:" not in text[max(0, s - 24) : e + 1]:
+                spans.append((s, e, label))
+        if spans:
+            text = _replace(text, spans, tally, _pass(trace))
+    return text, sum(tally.values()), tally
+
+
+def _redact(
+    text: str,
+    known: Iterable[str],
+    trace: Trace | None,
+    depth: int = 0,
+    full: bool = True,
+    anchors: set[str] | None = None,
+) -> Redacted:
+    """`redact`, recording each pass's replacements in `trace` when given. Below the top
+    `depth` (in the text an escape level encodes) only what escapes can hide is looked for,
+    unless `full` (the text held `\\/`, which hides URLs from the families); `anchors` are
+    the lower-case anchors when known."""
     tally: dict[str, int] = {}
-    if known:
+    if known and full:
         text = _known(text, known, tally, trace)
     tracing = trace is not None
-    present = anchors_in(text)
+    present = anchors_in(text) if full else set()
     lowered, lowered_of = text.lower(), text
-    low = _lower_anchors_in(lowered)  # the lower-case anchors, of `lowered_of`
-    for family in FAMILIES if present else _ANY_CASE_FAMILIES:
+    low = _lower_anchors_in(lowered) if anchors is None else anchors  # of `lowered_of`
+    for family in _families(present, low) if full else ():
         if family.any_case is None:
             if present.isdisjoint(family.anchors):
                 continue
@@ -295,9 +468,9 @@ def _redact(text: str, known: Iterable[str], trace: Trace | None) -> Redacted:
         text = _sub(pattern, text, replace, family.name, tally, edits, scan)
         if text is not before:
             present = anchors_in(text)
-    if "Bearer" in text or "Basic" in text or "Token" in text:
+    if full and ("Bearer" in text or "Basic" in text or "Token" in text):
         text = _sub(_AUTH, text, _AUTH_REPLACER, "bearer", tally, _pass(trace) if tracing else None)
-    if "://" in text:
+    if full and "://" in text:
         text = _sub(
             _URL_CREDENTIALS,
             text,
@@ -305,29 +478,30 @@ def _redact(text: str, known: Iterable[str], trace: Trace | None) -> Redacted:
             "url-password",
             tally,
             _pass(trace) if tracing else None,
+            label_of=lambda m: "url-token" if m.group(2) is None else "url-password",
         )
-    if "curl" in text:
+    if full and "curl" in text:
         text = _sub(
             _CURL_USER, text, _CURL_REPLACER, "curl-user", tally, _pass(trace) if tracing else None
         )
     if lowered_of is not text:
         lowered = text.lower()
         low = _lower_anchors_in(lowered)
-    if not low.isdisjoint(SLOT_ANCHORS):
-        same = len(lowered) == len(text)
-        patterns = NAMED_SLOTS if same else NAMED_SLOTS_ANY_CASE
-        text = named_slots(
-            text, lowered if same else text, patterns, low, tally, _pass(trace) if tracing else None
+    if (
+        depth < _MAX_DEPTH and not low.isdisjoint(_ESCAPE_ANCHORS) and has_escapes(text)
+    ):  # the slots are read in what the escapes encode, a level down
+        return Redacted(*_escaped(text, known, low, tally, trace, depth))
+    if not low.isdisjoint(_SLOTS_ANCHORS):
+        text = _slots(text, lowered, low, tally, _pass(trace) if tracing else None)
+    if "--" in text and not (low.isdisjoint(SLOT_ANCHORS) and low.isdisjoint(FLAG_ANCHORS)):
+        text = _sub(
+            CLI_FLAG,
+            text,
+            flag_replacer,
+            "named",
+            tally,
+            _pass(trace) if tracing else None,
         )
-        if "--" in text:
-            text = _sub(
-                CLI_FLAG, text, flag_replacer, "named", tally, _pass(trace) if tracing else None
-            )
-    if COOKIE_ANCHOR in low:
-        scan, pattern = text.lower(), COOKIE
-        if len(scan) != len(text):
-            scan, pattern = text, COOKIE_ANY_CASE
-        text = cookies(text, scan, pattern, tally, _pass(trace) if tracing else None)
     return Redacted(text, sum(tally.values()), tally)
 
 
@@ -336,11 +510,11 @@ def redact(text: str, known: Iterable[str] = ()) -> Redacted:
     return _redact(text, known, None)
 
 
-def _back(edits: list[tuple[int, int, int]], pos: int, end: bool) -> int:
+def _back(edits: list[Edit], pos: int, end: bool) -> int:
     """Where offset `pos` of a pass's output was in its input; inside a replacement, that
     replacement's start (or end, for the `end` of a span)."""
     shift = 0
-    for start, stop, length in edits:
+    for start, stop, length, _ in edits:
         out_start = start + shift
         out_end = out_start + length
         if pos < out_start or (end and pos == out_start):
@@ -351,25 +525,31 @@ def _back(edits: list[tuple[int, int, int]], pos: int, end: bool) -> int:
     return pos - shift
 
 
-def secret_spans(text: str, known: Iterable[str] = ()) -> list[tuple[int, int]]:
-    """The (start, end) of every part of `text` that `redact` replaces, in order, merged."""
-    trace: Trace = []
-    _redact(text, known, trace)
-    spans: list[tuple[int, int]] = []
+def _labelled(trace: Trace) -> list[tuple[int, int, str]]:
+    """The (start, end, label) of every replaced part of the text a traced pass began with,
+    in order, overlapping ones merged (under the first one's label)."""
+    spans: list[tuple[int, int, str]] = []
     for edits in reversed(trace):
         if not edits:
             continue
         edits.sort()
-        mapped = [(_back(edits, s, False), _back(edits, e, True)) for s, e in spans]
-        spans = sorted([*mapped, *((s, e) for s, e, _ in edits)])
-        merged: list[tuple[int, int]] = []
-        for s, e in spans:
+        mapped = [(_back(edits, s, False), _back(edits, e, True), la) for s, e, la in spans]
+        spans = sorted([*mapped, *((s, e, la) for s, e, _, la in edits)])
+        merged: list[tuple[int, int, str]] = []
+        for s, e, la in spans:
             if merged and s <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+                merged[-1] = (merged[-1][0], max(e, merged[-1][1]), merged[-1][2])
             else:
-                merged.append((s, e))
+                merged.append((s, e, la))
         spans = merged
     return spans
+
+
+def secret_spans(text: str, known: Iterable[str] = ()) -> list[tuple[int, int]]:
+    """The (start, end) of every part of `text` that `redact` replaces, in order, merged."""
+    trace: Trace = []
+    _redact(text, known, trace)
+    return [(s, e) for s, e, _ in _labelled(trace)]
 
 
 def redact_value(value: Any, known: Iterable[str] = ()) -> tuple[Any, RedactionCounts]:

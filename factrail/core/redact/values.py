@@ -4,6 +4,7 @@ masked value, a path, a number where a count is, or code naming another value.""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 
 def _words(text: str) -> frozenset[str]:
@@ -30,7 +31,17 @@ _PLACEHOLDER_PARTS = _words(
 """Words a made-up value is built of (`your-api-key-here`, `dummy-key`, `changeme`): a value of
 only these words, between `-`, `_` or `.`, is a placeholder and stays."""
 _PLACEHOLDER_SPLIT = re.compile(r"[-_.:/@]+")
-_VALUE_TEMPLATES = ("${", "{{", "%(", "process.env", "os.environ", "getenv", "env(", "secrets.")
+_VALUE_TEMPLATES = (
+    "${",
+    "{{",
+    "#{",
+    "%(",
+    "process.env",
+    "os.environ",
+    "getenv",
+    "env(",
+    "secrets.",
+)
 
 _VALUE_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD = r"(?:[a-z]{2,}\d*|\d+)"
@@ -69,14 +80,23 @@ camel case (`Users`, `MyProject`); never `+`, `=` or mixed case as in key materi
 _DOT_NAME = re.compile(r"[a-z0-9._-]{1,24}")
 _FLAG_LIKE = re.compile(r"--[a-z][a-z0-9-]*(?:=\S*)?|-[A-Za-z]{1,2}|-[a-z]+")
 _SIGNED_NUMBER = re.compile(r"[-+]?\d[\d.]*")
-_FORMAT = re.compile(r"%[sdr](?![0-9A-Fa-f])|\{\}")
-"""A printf or `str.format` field (`%s`, `{}`), not a URL escape (`%2F`, `%DF`)."""
+_FORMAT = re.compile(r"%[sdr](?![0-9A-Za-z])|\{\}")
+"""A printf or `str.format` field (`%s`, `{}`), not a URL escape (`%2F`, `%DF`) nor `%s` inside
+key material (`…%sK9…`)."""
 _KEY_WORDS = re.compile(
     r"passw|passphrase|pwd|secret|token|key|auth|cred|session|cookie|sig|dsn", re.IGNORECASE
 )
 _WORDS_NAME = re.compile(r"[a-z]+(?:_[a-z]+)*|[A-Z]+(?:_[A-Z]+)*")
-_NOT_SECRET_START = frozenset("$%~{<*#@!?(")
-"""What a value never starts with: a variable, a template, a mask, a comment, prose."""
+_NOT_SECRET_START = frozenset("{<?(")
+"""What a value never starts with: a template, a placeholder, prose, a call."""
+_VARIABLE = re.compile(
+    r"\$[A-Za-z_{(0-9]|%[A-Za-z_]\w*%(?:[\\/]|\Z)|~(?:/|[a-z_][a-z0-9_-]*(?:/|\Z)|\Z)|\*{3}"
+)
+"""A value that is a reference or a mask, not data: `$VAR`, `${VAR}`, `$(cmd)`, `%VAR%`,
+`%APPDATA%\\…`, `~`, `~/path`, `~user/…`, `***…`."""
+_CODE_START = frozenset("*#@!")
+"""In code, a value starting with one of these is a dereference, a comment, a decorator or a
+negation; written as data (`db_password=#x!…`) it is the value."""
 
 
 def is_placeholder_value(value: str) -> bool:
@@ -138,7 +158,9 @@ def _code_name(value: str) -> bool:
     )
 
 
-def slot_value_is_secret(value: str, tier: str, literal: bool, code: bool = True) -> bool:
+def slot_value_is_secret(
+    value: str, tier: str, literal: bool, code: bool | Callable[[], bool] = True
+) -> bool:
     """Whether the value of a named slot is a credential.
 
     `tier` is `password` (word-like values count: `PASSWORD=CorrectHorseBatteryStaple`),
@@ -147,12 +169,26 @@ def slot_value_is_secret(value: str, tier: str, literal: bool, code: bool = True
     as in a shell or a `.env` file, a URL parameter); `code` that, unquoted, it sits in code,
     where a bare or dotted name is a variable or a type (`user_password`, `self.token`,
     `SecretStr`). Elsewhere (`.env`, INI, YAML, a header) only lower-case words read as names.
+    `code` may be a function, asked only when the value's form leaves the question open.
     """
     first = value[:1]
-    if not first or first in _NOT_SECRET_START:
+    if not first or first in _NOT_SECRET_START or _VARIABLE.match(value):
         return False
-    name = code and not literal
-    if first == "=" and (_VALUE_IDENTIFIER.fullmatch(value[1:].rstrip(":")) and name):
+    asked: list[bool] = []
+
+    def in_code() -> bool:
+        """Whether the value sits in code."""
+        if not asked:
+            asked.append(code() if callable(code) else code)
+        return asked[0]
+
+    def name() -> bool:
+        """Whether the value sits unquoted in code, where a name is a variable."""
+        return not literal and in_code()
+
+    if first in _CODE_START and (name() or (first == "@" and is_path(value[1:] or "."))):
+        return False  # `*ptr`, `# comment`, `@decorator`, `!flag`; `@./body.json` (a file)
+    if first == "=" and (_VALUE_IDENTIFIER.fullmatch(value[1:].rstrip(":")) and name()):
         return False  # `token==other`: a comparison
     if first in "-+" and (_FLAG_LIKE.fullmatch(value) or _SIGNED_NUMBER.fullmatch(value)):
         return False  # `--password --verbose`, `-p`, `-1`
@@ -160,14 +196,16 @@ def slot_value_is_secret(value: str, tier: str, literal: bool, code: bool = True
         return False
     if is_placeholder_value(value) or "://" in value or _is_file_name(value):
         return False
-    if _FORMAT.search(value):
+    if value[:4].lower() == "urn:":  # a URN (`urn:ietf:params:oauth:token-type:jwt`): a name
+        return False
+    if _FORMAT.search(value) and in_code():
         return False  # `token = "uint_%d" % n`: a format string
     if first in "/." and is_path(value):
         return False
-    if _VALUE_REFERENCE.fullmatch(value) and (name or tier == "key" or _is_reference(value)):
+    if _VALUE_REFERENCE.fullmatch(value) and (tier == "key" or _is_reference(value) or name()):
         return False
     if tier == "key":
-        return looks_random(value) and not (name and _code_name(value))
+        return looks_random(value) and not (_code_name(value) and name())
     if value.isdigit():
         return tier == "password"
     if _VALUE_IDENTIFIER.fullmatch(value) is None:
@@ -185,4 +223,4 @@ def slot_value_is_secret(value: str, tier: str, literal: bool, code: bool = True
         return tier == "password"
     if _LOWER_WORDS.fullmatch(value):
         return False
-    return not (code and _code_name(value))
+    return not (_code_name(value) and name())
