@@ -2230,6 +2230,7 @@ def settings_cases(judge_url: str) -> list[SettingsCase]:
     S = SettingsCase
     C = "FACTRAIL_CONFIG"
     T = "FACTRAIL_TAINT_TOOLS"
+    P = "FACTRAIL" + "_"  # the names no setting has are built here, not written out
     bind = "0.0.0.0"
     out = [
         S("control: valid settings serve", CORE, serve=True),
@@ -2263,7 +2264,7 @@ def settings_cases(judge_url: str) -> list[SettingsCase]:
         S("FACTRAIL_CONTEXT_WINDOWS as a Python dict", CORE,
           {"FACTRAIL_CONTEXT_WINDOWS": "{'gpt-4o': 128000}"}),
         S("FACTRAIL_STATE_URL relative SQLite path", CORE, {"FACTRAIL_STATE_URL": "sqlite://x.db"}),
-        S("FACTRAIL_TAINT_TOOL (singular)", CORE, {"FACTRAIL_TAINT_TOOL": "mcp__crm__"}),
+        S(f"{P}TAINT_TOOL (singular)", CORE, {f"{P}TAINT_TOOL": "mcp__crm__"}),
         S("factrail_taint_tools (lower case)", CORE, {"factrail_taint_tools": "mcp__crm__"}),
         S("'FACTRAIL_TAINT_TOOLS ' (space in the name)", CORE,
           {"FACTRAIL_TAINT_TOOLS ": "mcp__crm__"}),
@@ -2304,10 +2305,10 @@ def settings_cases(judge_url: str) -> list[SettingsCase]:
           host=bind, config='[factrail]\nadmin_key = "short"\n'),
         S("--host 0.0.0.0, admin key of 16 spaces", CORE, {"FACTRAIL_ADMIN_KEY": " " * 16},
           host=bind),
-        S("FACTRAIL_OUTPUTS_SECERT (typo) holding a secret", CORE,
-          {"FACTRAIL_OUTPUTS_SECERT": "{s}"}),
-        S("FACTRAIL_ADMIN_PW holding a secret", CORE, {"FACTRAIL_ADMIN_PW": "{s}"}),
-        S("FACTRAIL_JUDGE_BEARER holding a secret", CORE, {"FACTRAIL_JUDGE_BEARER": "{s}"}),
+        S(f"{P}OUTPUTS_SECERT (typo) holding a secret", CORE,
+          {f"{P}OUTPUTS_SECERT": "{s}"}),
+        S(f"{P}ADMIN_PW holding a secret", CORE, {f"{P}ADMIN_PW": "{s}"}),
+        S(f"{P}JUDGE_BEARER holding a secret", CORE, {f"{P}JUDGE_BEARER": "{s}"}),
         S("FACTRAIL_JUDGE_URL ?api_key= with a trailing space", CORE,
           {"FACTRAIL_JUDGE_URL": "https://j.example/v1?api_key={s} "}),
         S("FACTRAIL_STATE_URL redis password with an @ inside", CORE,

@@ -47,18 +47,21 @@ from factrail.settings_check import (
     MIN_SECRET_CHARS,
     Origins,
     SettingsError,
+    admin_key_text,
     bind_problems,
     env_names,
     http_url,
-    not_a_flag,
     parse_names,
     parse_object,
+    plain_number,
     plain_text,
     positive_map,
     price_map,
     read_config,
     secret_length,
     state_url,
+    strict_bool,
+    tool_names,
     unknown_names,
     value_problems,
     whole_in_range,
@@ -161,8 +164,9 @@ class Settings(BaseSettings):
     are cut (a stream then ends with an error event in its provider's shape); the process then
     exits with status 0. New connections are refused meanwhile."""
     admin_key: SecretStr = SecretStr("")
-    """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`.
-    `factrail serve` refuses to bind anything but a loopback address without it."""
+    """When set, `GET /v1/factrail/outputs/{id}` requires `Authorization: Bearer <key>`;
+    printable ASCII without spaces. `factrail serve` refuses to bind anything but a loopback
+    address without one of at least 16 characters. No upstream ever gets it."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "INFO"
     """One JSON line per request on stderr (never bodies or credentials); the level's name in
     any case."""
@@ -285,7 +289,7 @@ class Settings(BaseSettings):
     `logit_bias`, or `none`."""
     taint_tools: StrList = DEFAULT_TAINT_TOOLS
     """Fenced tool-name prefixes (comma- or newline-separated, or a JSON array of strings; a
-    name holding a space, `;`, `|`, a quote or a bracket is refused); **added** to the
+    name is ASCII letters, digits, `_`, `-`, `.`, with one MCP prefix); **added** to the
     defaults."""
     taint_skills: StrList = DEFAULT_TAINT_SKILLS
     """Fenced skills (also plugin-qualified, `plugin:email-search`); added to the defaults."""
@@ -400,13 +404,16 @@ class Settings(BaseSettings):
 
     def overlaid(self, values: Mapping[str, Any]) -> Settings:
         """A copy with each of `values` (field name → raw value) that the field's own
-        validators accept; a value they refuse keeps this setting. The combinations are not
-        checked again."""
+        validators accept; a value they refuse keeps this setting, but for the fence's lists,
+        which would then fence less than was meant: one of those refused is a `SettingsError`.
+        The combinations are not checked again."""
         merged = self.model_copy()
         for name, value in values.items():
             try:
                 type(self).__pydantic_validator__.validate_assignment(merged, name, value)
-            except ValidationError:
+            except ValidationError as err:
+                if name in FENCE_LISTS:
+                    raise SettingsError(value_problems(err, Origins({}, {}, {}, {}, ""))) from None
                 continue
         return merged
 
@@ -521,6 +528,8 @@ class Settings(BaseSettings):
         )
 
 
+FENCE_LISTS = frozenset({"taint_tools", "taint_skills"})
+"""Lists that `overlaid` never leaves out: the fence would fence less than was meant."""
 ENV_ONLY = frozenset(
     {
         "config",
@@ -541,21 +550,21 @@ def _merge_windows(value: dict[str, int]) -> dict[str, int]:
     return {**DEFAULT_CONTEXT_WINDOWS, **positive_map(value)}
 
 
-def _flagless(value: Any) -> Any:
-    return not_a_flag(plain_text(value))
-
-
 _PARSE: dict[Any, Callable[[Any], Any]] = {
     tuple[str, ...]: parse_names,
     dict[str, int]: parse_object,
     dict[str, dict[str, float]]: parse_object,
-    int: _flagless,
-    float: _flagless,
+    int: lambda v: plain_number(plain_text(v), whole=True),
+    float: lambda v: plain_number(plain_text(v), whole=False),
+    bool: strict_bool,
     str: plain_text,
     SecretStr: plain_text,
 }
 """How a raw value of each annotation is read before its type is checked."""
 _CHECKS: dict[str, Callable[[Any], Any]] = {
+    "admin_key": admin_key_text,
+    "taint_tools": tool_names,
+    "keep_tools": tool_names,
     "upstream_url": http_url,
     "anthropic_upstream_url": http_url,
     "judge_url": lambda v: http_url(v, empty=True),

@@ -5,20 +5,26 @@ line each, naming the variable (or the file and key, or the keyword argument), i
 (`<hidden>` for a secret) and what is allowed. `factrail serve` adds `bind_problems` for its
 address; `factrail settings --check` prints every line.
 
-Lists are comma- or newline-separated names, or a JSON array of strings; a name holding a space,
-`;`, `|`, a quote, a bracket, `=` or a control character is refused, so a list written with
-another separator cannot read as one name that fences nothing. Maps are JSON objects.
+Booleans are `true`, `false`, `1` or `0` exactly; whole numbers are plain ASCII digits, other
+numbers plain decimals. Lists are comma- or newline-separated names, or a JSON array of strings;
+a name is ASCII letters, digits, `_`, `-`, `.` (and `:` between a plugin and its skill), holding
+one MCP prefix at most, so a list written with another separator (`;`, `|`, `/`, `:`, a
+full-width comma) cannot read as one name that fences nothing. Maps are JSON objects.
+
+A problem line never shows a secret, nor the value of a name that is not a setting, nor a URL's
+userinfo, query or fragment, nor a table or list of the TOML file; what it shows is redacted.
 """
 
 from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
+import stat
 import tomllib
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
@@ -28,6 +34,9 @@ from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 
 ENV_PREFIX = "FACTRAIL_"
+PREFIX_LIKENESS = 0.8
+"""An environment name whose first characters (case-folded, `-` read as `_`) are at least this
+alike to `FACTRAIL_` is read as a factrail name, and refused when it names no setting."""
 CONFIG_ENV = "FACTRAIL_CONFIG"
 SECRET_FIELDS = frozenset({"admin_key", "judge_api_key", "outputs_secret"})
 HIDDEN = "<hidden>"
@@ -40,13 +49,21 @@ MAX_WHOLE = 2**53
 """Larger whole numbers are refused (no setting means anything past it)."""
 MAX_SHOWN = 100
 """A value shown in a problem line is cut to this many characters."""
-LIST_GRAMMAR = "names separated by commas or newlines, or a JSON array of strings"
-BOOL_WORDS = "true or false (also 1/0, yes/no, on/off)"
+LIST_GRAMMAR = (
+    "names separated by commas or newlines, or a JSON array of strings; a name is ASCII"
+    " letters, digits, _, - and ."
+)
+BOOL_WORDS = "true, false, 1 or 0 (in lower case)"
 STATE_SCHEMES = ("sqlite", "redis", "rediss", "unix", "memory")
-_NOT_IN_A_NAME = re.compile(r"[\s;|\"'`\[\]{}=]")
+MAX_CONFIG_BYTES = 1 << 20
+"""A larger TOML file is refused."""
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+_MCP = re.compile(r"[^a-z0-9]")
+_WHOLE = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _NOT_IN_A_URL = re.compile(r"[\s\"'`<>]")
-_SECRETISH = ("KEY", "SECRET", "TOKEN", "PASS", "AUTH", "CRED")
-_USERINFO = re.compile(r"//[^/@\s]*@")
+_URL = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<authority>[^/?#\s\"'`<>]*)")
+_URL_TAIL = re.compile(r"[?#][^\s\"'`<>]*")
 
 
 class SettingsError(ValueError):
@@ -69,7 +86,8 @@ def summary(problems: Sequence[str]) -> str:
 
 
 def parse_names(value: Any) -> tuple[str, ...]:
-    """A list setting: comma- or newline-separated names, a JSON array of strings, or a list."""
+    """A list setting: comma- or newline-separated names, a JSON array of strings, or a list;
+    each name plausible (`plausible_name`)."""
     items: Any = value
     if isinstance(value, str):
         text = value.strip()
@@ -84,13 +102,60 @@ def parse_names(value: Any) -> tuple[str, ...]:
         raise ValueError("a list holds strings only")
     names = tuple(i.strip() for i in items if i.strip())
     for name in names:
-        bad = _NOT_IN_A_NAME.search(name) or _control(name)
-        if bad is not None:
-            shown = bad if isinstance(bad, str) else bad.group()
-            raise ValueError(
-                f"{shown!r} does not separate names and no name holds it (in {name!r})"
-            )
+        plausible_name(name)
     return names
+
+
+def plausible_name(name: str) -> str:
+    """`name` when it can be one tool, MCP prefix or skill: ASCII letters, digits, `_`, `-`,
+    `.`, one `:` between two parts (a plugin and its skill), and one MCP prefix at most;
+    otherwise a `ValueError` naming what is wrong (another separator, most often)."""
+    bad = next((c for c in name if c not in _NAME_CHARS), None)
+    if bad is not None:
+        raise ValueError(f"{bad!r} does not separate names and no name holds it (in {name!r})")
+    parts = name.split(":")
+    if len(parts) > 2 or not all(parts):
+        raise ValueError(f"':' does not separate names: only plugin:skill holds one (in {name!r})")
+    if any(_MCP.sub("", part.lower()) == "mcp" for part in name.split("__")[1:]):
+        raise ValueError(f"{name!r} holds two MCP prefixes: separate names with commas")
+    return name
+
+
+def tool_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of tools or MCP prefixes: no `:` (only a skill is plugin-qualified)."""
+    for name in names:
+        if ":" in name:
+            raise ValueError(f"':' does not separate names and no tool name holds it (in {name!r})")
+    return names
+
+
+def strict_bool(value: Any) -> Any:
+    """A boolean setting: `true`, `false`, `1` or `0` exactly (or a bool)."""
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise ValueError("not a boolean")
+
+
+def plain_number(value: Any, *, whole: bool) -> Any:
+    """A number setting written as text: plain ASCII digits (a whole number), or a plain decimal
+    (no `_`, no other script's digits, no `nan` or `inf`)."""
+    if isinstance(value, bool):
+        raise ValueError("true/false is not a number")
+    if isinstance(value, str) and not (_WHOLE if whole else _DECIMAL).fullmatch(value):
+        raise ValueError("not plain digits" if whole else "not a plain decimal number")
+    return value
+
+
+def admin_key_text(value: SecretStr) -> SecretStr:
+    """The admin key: empty, or printable ASCII without spaces (it travels in a header)."""
+    key = value.get_secret_value()
+    if key and not all("!" <= c <= "~" for c in key):
+        raise ValueError("a space or a character outside printable ASCII")
+    return value
 
 
 def _control(text: str) -> str | None:
@@ -116,13 +181,6 @@ def plain_text(value: Any) -> Any:
     text = value.get_secret_value() if isinstance(value, SecretStr) else value
     if isinstance(text, str) and (text != text.strip() or _control(text) is not None):
         raise ValueError("spaces or line breaks around it, or a control character in it")
-    return value
-
-
-def not_a_flag(value: Any) -> Any:
-    """A number setting: true and false are not numbers."""
-    if isinstance(value, bool):
-        raise ValueError("true/false is not a number")
     return value
 
 
@@ -200,7 +258,8 @@ ALLOWED = {
     "url": f"empty, or {_URL_WORDS}",
     "state_url": "empty, sqlite:///abs/path.db, sqlite://:memory:, redis://host:6379/0,"
     " rediss://…, unix:///path.sock or memory://",
-    "admin_key": "a string with nothing around it",
+    "admin_key": "empty, or printable ASCII without spaces (at least"
+    f" {MIN_ADMIN_KEY_CHARS} characters to serve beyond loopback)",
     "judge_api_key": "a string with nothing around it",
     "outputs_secret": f"empty, or at least {MIN_SECRET_CHARS} characters",
     "trigger_by_model": 'a JSON object of model-name prefix → whole number > 0, e.g. {"gpt-4.1":'
@@ -229,7 +288,7 @@ def allowed(info: FieldInfo, name: str) -> str:
         if len(bounds) == 2 and bounds[0][0] == "≥" and bounds[1][0] == "≤":
             return f"{kind} from {bounds[0][2:]} to {bounds[1][2:]}"
         return " ".join([kind, " and ".join(bounds)]).strip()
-    if annotation is tuple[str, ...]:
+    if annotation == tuple[str, ...]:
         return LIST_GRAMMAR
     return "a string"
 
@@ -290,7 +349,7 @@ class Origins:
             if field == name and env in self.env:
                 return f"{env}={shown(name, self.env[env])}"
         if name in self.config:
-            return f"{self.config_path}: {name}={shown(name, self.config[name])}"
+            return f"{self.config_path}: {name}={shown_from_file(name, self.config[name])}"
         return f"{name}={shown(name, value)}"
 
     def source(self) -> str:
@@ -304,15 +363,45 @@ class Origins:
 
 
 def shown(name: str, value: Any) -> str:
-    """A value as a problem line shows it: a secret hidden, credentials in a URL hidden, cut."""
+    """A value as a problem line shows it: a secret hidden; a URL without its userinfo, query
+    and fragment; the rest redacted (`factrail.core.redact`) and cut."""
     if name in SECRET_FIELDS or isinstance(value, SecretStr):
         secret = value.get_secret_value() if isinstance(value, SecretStr) else value
         return "''" if secret in ("", None) else HIDDEN
-    text = value if isinstance(value, str) else orjson_text(value)
-    text = _USERINFO.sub(f"//{HIDDEN}@", text)
+    text = masked(value if isinstance(value, str) else orjson_text(value))
     if len(text) > MAX_SHOWN:
         text = text[:MAX_SHOWN] + "…"
     return repr(text) if isinstance(value, str) else text
+
+
+def shown_from_file(name: str, value: Any) -> str:
+    """A value of the TOML file as a problem line shows it: a table or a list by its kind only
+    (it may hold anything), a scalar as `shown` does."""
+    if name in SECRET_FIELDS:
+        return shown(name, value)
+    if isinstance(value, dict):
+        return "<a table>"
+    if isinstance(value, list | tuple):
+        return "<a list>"
+    return shown(name, value)
+
+
+def masked(text: str) -> str:
+    """`text` with every URL's userinfo (to its last `@`), query and fragment hidden, then
+    redacted."""
+    from factrail.core.redact import redact  # only when a problem is told: it loads slowly
+
+    text = _URL.sub(_masked_authority, text)
+    if "://" in text:
+        text = _URL_TAIL.sub(lambda m: m[0][0] + HIDDEN, text)
+    return redact(text).text
+
+
+def _masked_authority(match: re.Match[str]) -> str:
+    authority = match["authority"]
+    if "@" in authority:
+        authority = HIDDEN + authority[authority.rindex("@") :]
+    return match["scheme"] + authority
 
 
 def orjson_text(value: Any) -> str:
@@ -339,26 +428,41 @@ def value_problems(err: ValidationError, origins: Origins) -> list[str]:
             lines.append(str(item["msg"]))
             continue
         error = (item.get("ctx") or {}).get("error")
-        reason = f"{error}; " if item["type"] == "value_error" and error else ""
+        reason = f"{masked(str(error))}; " if item["type"] == "value_error" and error else ""
         what = f"{reason}{allowed(info, name)}"
         lines.append(f"{origins.describe(name, item.get('input'))} is not allowed: {what}")
     return lines
 
 
 def unknown_names(env: Mapping[str, str], known: Collection[str]) -> list[str]:
-    """A line for every `FACTRAIL_*` variable (in any case) that names no setting."""
+    """A line for every variable that reads as a factrail name (`factrail_name`) but names no
+    setting, with the closest known one; its value is never shown (it may be a secret)."""
     lines = []
     for name in sorted(env):
-        if not name.upper().startswith(ENV_PREFIX) or name in known:
+        if name in known:
             continue
-        secretish = any(word in name.upper() for word in _SECRETISH)
-        value = HIDDEN if secretish else shown("", env[name])
+        folded = factrail_name(name)
+        if folded is None:
+            continue
         if name.upper() in known:
             hint = f": did you mean {name.upper()}? (names are upper case)"
         else:
-            hint = _hint(name.upper(), known)
-        lines.append(f"{name}={value} is not a setting{hint}")
+            hint = _hint(folded, known)
+        lines.append(f"{name}={HIDDEN} is not a setting{hint}")
     return lines
+
+
+def factrail_name(name: str) -> str | None:
+    """`name` as a factrail name (NFKC, upper case, `-` as `_`, the prefix spelled right) when
+    it reads as one: its first characters at least `PREFIX_LIKENESS` alike to `FACTRAIL_`."""
+    folded = unicodedata.normalize("NFKC", name).strip().upper().replace("-", "_")
+    head = folded[: len(ENV_PREFIX)]
+    if head != ENV_PREFIX:
+        likeness = difflib.SequenceMatcher(None, head, ENV_PREFIX).ratio()
+        if likeness < PREFIX_LIKENESS:
+            return None
+    rest = folded.split("_", 1)[1] if "_" in head else folded[len(ENV_PREFIX) - 1 :]
+    return ENV_PREFIX + rest
 
 
 def _hint(name: str, known: Collection[str]) -> str:
@@ -379,7 +483,7 @@ def read_config(
     if not path:
         return {}, [f"{head} is not allowed: the path of a TOML file (unset it to read none)"]
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        data = tomllib.loads(_regular_file(path).decode("utf-8"))
     except FileNotFoundError:
         return {}, [f"{head} is not allowed: no such file; the path of a TOML file"]
     except OSError as err:
@@ -391,7 +495,7 @@ def read_config(
     table: Any = data.get("factrail", data)
     lines = []
     if not isinstance(table, dict):
-        return {}, [f"{path}: factrail={shown('', table)} is not allowed: a [factrail] table"]
+        return {}, [f"{path}: factrail is not allowed: a [factrail] table"]
     if table is not data:
         lines += [
             f"{path}: {key} is not allowed: settings go in the [factrail] table"
@@ -407,6 +511,25 @@ def read_config(
             lines.append(f"{path}: {key} is not a setting{_hint(key, settable)}")
     good = {k: v for k, v in table.items() if k in fields and k not in env_only}
     return good, lines
+
+
+def _regular_file(path: str) -> bytes:
+    """The bytes of the regular file at `path`, opened without blocking (a FIFO, a device or a
+    folder is an `OSError`, never a wait), at most `MAX_CONFIG_BYTES`."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        data = os.read(fd, MAX_CONFIG_BYTES + 1)
+        chunk = data
+        while chunk and len(data) <= MAX_CONFIG_BYTES:
+            chunk = os.read(fd, MAX_CONFIG_BYTES + 1 - len(data))
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise OSError(0, f"larger than {MAX_CONFIG_BYTES} bytes")
+    return data
 
 
 def is_loopback(host: str) -> bool:

@@ -22,25 +22,32 @@ gateway, `factrail compact`, `factrail eval` and `factrail dataset` all read it;
 flags override it. `factrail serve` and `make run` need none of them; `factrail settings`
 prints the effective values (secrets hidden).
 
-Settings fail closed. A malformed value, a `FACTRAIL_*` variable that names no setting (in any
-case: `factrail_egress` too), a `FACTRAIL_CONFIG` file that is missing, unreadable, not TOML or
-holds a key that names no setting, or a combination that may not be used (the Tev judge without
-`FACTRAIL_JUDGE_URL`; `factrail serve --host` on anything but loopback without an admin key of
-at least 16 characters) stops `factrail serve` and every other command with exit status 2 and
-one line on stderr naming the variable, its value (`<hidden>` for a secret) and what is
-allowed, e.g. `factrail: FACTRAIL_EGRESS='Full' is not allowed: one of full, metadata`; an
-unknown name is told the closest known one. Nothing falls back to a default. `factrail settings
+Settings fail closed. A malformed value, a variable that reads as a factrail name but names no
+setting (in any case, `-` for `_`, the prefix misspelled: `factrail_egress`,
+`FACTRAIL-EGRESS` and `FACTRIAL_EGRESS` too), a `FACTRAIL_CONFIG` that is not a regular file
+(missing, a folder, a FIFO), unreadable, over 1 MiB, not TOML or holds a key that names no
+setting, or a combination that may not be used (the Tev judge without `FACTRAIL_JUDGE_URL`;
+`factrail serve --host` on anything but loopback without an admin key of at least 16
+characters) stops `factrail serve` and every other command with exit status 2 and one line on
+stderr naming the variable, its value and what is allowed, e.g. `factrail: FACTRAIL_EGRESS='Full'
+is not allowed: one of full, metadata`; an unknown name is told the closest known one. A line
+shows `<hidden>` for a secret and for the value of an unknown name, a URL without its userinfo,
+query and fragment, a table or list of the TOML file by its kind only, and redacts the rest.
+Nothing falls back to a default. `factrail settings
 --check [--host ADDR]` runs the same checks without serving: `settings ok: <where they came
 from>` (exit 0), or every problem, one line each (exit 2). `factrail hook` answers
 `"ok": false` with the same line, so Claude Code's own compaction runs. `Settings(...)` raises
 `factrail.settings.SettingsError` (a `ValueError` whose `problems` are the lines).
 
-Values: a whole number or a finite number as written (no `nan`, no `inf`, no `true`); a boolean
-`true`/`false` (also `1`/`0`, `yes`/`no`, `on`/`off`); a keyword exactly as listed (only
-`FACTRAIL_LOG_LEVEL` takes any case); a string with no spaces or line breaks around it. A list
-is names separated by commas or newlines, or a JSON array of strings; a name holding a space,
-`;`, `|`, a quote, a bracket, `=` or a control character is refused, so a list written with
-another separator never reads as one name that fences nothing. A map is a JSON object.
+Values: a whole number in plain ASCII digits (no `_`, no `+`, no other script's digits), a
+finite number as a plain decimal (`0.5`, `.5`, `5e-1`; no `nan`, no `inf`, no `true`); a boolean
+`true`, `false`, `1` or `0`, in lower case (`TRUE`, `yes`, `on`, `t` are refused); a keyword
+exactly as listed (only `FACTRAIL_LOG_LEVEL` takes any case); a string with no spaces or line
+breaks around it; an admin key in printable ASCII without spaces. A list is names separated by
+commas or newlines, or a JSON array of strings; a name is ASCII letters, digits, `_`, `-` and `.`
+(and, in `FACTRAIL_TAINT_SKILLS`, one `:` between a plugin and its skill) with one MCP prefix at
+most, so a list written with another separator (`;`, `|`, `/`, `:`, a space, a full-width or
+ideographic comma) never reads as one name that fences nothing. A map is a JSON object.
 """
 
 GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (

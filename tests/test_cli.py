@@ -273,7 +273,7 @@ def test_settings_check_reports_every_problem_or_where_they_came_from(
     monkeypatch.setenv("FACTRAIL_TAINT_TOOL", "mcp__crm__")
     assert main(["settings", "--check"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "factrail: FACTRAIL_TAINT_TOOL='mcp__crm__' is not a setting: did you mean"
+        "factrail: FACTRAIL_TAINT_TOOL=<hidden> is not a setting: did you mean"
         " FACTRAIL_TAINT_TOOLS?",
         "factrail: FACTRAIL_EGRESS='Full' is not allowed: one of full, metadata",
     ]

@@ -65,7 +65,7 @@ def refused(**kwargs: object) -> list[str]:
         ("FACTRAIL_KEEP_THRESHOLD", "7", "is not allowed: a finite number from 0.01 to 0.99"),
         ("FACTRAIL_TRIGGER_PERCENT", "nan", "FACTRAIL_TRIGGER_PERCENT='nan' is not allowed"),
         ("FACTRAIL_PRESERVE_RECENT", "lots", "FACTRAIL_PRESERVE_RECENT='lots' is not allowed"),
-        ("FACTRAIL_SAVE_OUTPUTS", "maybe", "is not allowed: true or false"),
+        ("FACTRAIL_SAVE_OUTPUTS", "maybe", "is not allowed: not a boolean; true, false, 1 or 0"),
         ("FACTRAIL_TAINT_TOOLS", "mcp__a__;mcp__b__", "';' does not separate names"),
         ("FACTRAIL_TAINT_TOOLS", "mcp__a__ mcp__b__", "' ' does not separate names"),
         ("FACTRAIL_TAINT_TOOLS", '["mcp__a__", ', "not a valid JSON array"),

@@ -35,6 +35,10 @@ def cases(tmp: Path) -> dict[str, Case]:
     unknown.write_text("[factrail]\ntaint_tool = ['mcp__crm__']\n", encoding="utf-8")
     malformed = tmp / "malformed.toml"
     malformed.write_text("[factrail]\negress = 'Full'\n", encoding="utf-8")
+    fifo = tmp / "fifo.toml"
+    os.mkfifo(fifo)
+    holding = tmp / "holding.toml"
+    holding.write_text(f"[factrail.judge]\napi_key = '{SECRET}'\n", encoding="utf-8")
     return {
         "egress upper case": Case({"FACTRAIL_EGRESS": "Full"}, "FACTRAIL_EGRESS='Full'"),
         "egress leading space": Case({"FACTRAIL_EGRESS": " full"}, "FACTRAIL_EGRESS=' full'"),
@@ -83,6 +87,21 @@ def cases(tmp: Path) -> dict[str, Case]:
         "window 0": Case({"FACTRAIL_CONTEXT_WINDOWS": '{"gpt-9": 0}'}, "FACTRAIL_CONTEXT_WINDOWS"),
         "pure python yes": Case({"FACTRAIL_PURE_PYTHON": "yes"}, "FACTRAIL_PURE_PYTHON"),
         "log level word": Case({"FACTRAIL_LOG_LEVEL": "loud"}, "FACTRAIL_LOG_LEVEL"),
+        "boolean upper case": Case(
+            {"FACTRAIL_RECORD_DECISIONS": "FALSE"}, "FACTRAIL_RECORD_DECISIONS='FALSE'"
+        ),
+        "boolean word": Case({"FACTRAIL_CACHE_MARK": "off"}, "FACTRAIL_CACHE_MARK='off'"),
+        "digits grouped": Case({"FACTRAIL_MAX_BODY_BYTES": "1_000"}, "FACTRAIL_MAX_BODY_BYTES"),
+        "list with a full-width semicolon": Case(
+            {"FACTRAIL_TAINT_TOOLS": "mcp__crm__\uff1bmcp__hr__"}, "FACTRAIL_TAINT_TOOLS"
+        ),
+        "config is a FIFO": Case({"FACTRAIL_CONFIG": str(fifo)}, "not a regular file"),
+        "config table holding a key": Case({"FACTRAIL_CONFIG": str(holding)}, "judge=<a table>"),
+        "prefix misspelled": Case({"FACTRAIL" + "-JUDGE": "tev"}, "FACTRAIL_JUDGE?"),
+        "secret in a URL query": Case(
+            {"FACTRAIL_JUDGE_URL": f"https://j.example/v1?key={SECRET} "}, "?<hidden> '"
+        ),
+        "admin key not ASCII": Case({"FACTRAIL_ADMIN_KEY": "\uff4b" * 16}, "FACTRAIL_ADMIN_KEY"),
     }
 
 
@@ -140,6 +159,7 @@ def test_settings_check_says_the_same_without_serving(tmp_path: Path, host: str)
     )
     assert done.returncode == 2 and done.stdout == "" and SECRET not in done.stderr
     assert done.stderr.splitlines() == [
-        "factrail: FACTRAIL_TAINT_TOOL='x' is not a setting: did you mean FACTRAIL_TAINT_TOOLS?",
+        "factrail: FACTRAIL_TAINT_TOOL=<hidden> is not a setting: did you mean"
+        " FACTRAIL_TAINT_TOOLS?",
         "factrail: FACTRAIL_EGRESS='Full' is not allowed: one of full, metadata",
     ]

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 import functools
 import logging
-import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Literal
-from urllib.parse import unquote_to_bytes
 
 import httpx
 
+from factrail.gateway.secret_search import carries_any, header_carries, prepare, shortest_carrier
+from factrail.gateway.secret_search import carries_secret as carries_secret
 from factrail.settings import UPSTREAM_KEEPALIVE_S
 
 HOP_BY_HOP = frozenset(
@@ -243,6 +242,10 @@ class HeaderRules:
     anthropic_authorization: AnthropicAuthorization = "anthropic"
     withheld: tuple[bytes, ...] = ()
 
+    def __post_init__(self) -> None:
+        for secret in self.withheld:
+            prepare(secret)
+
 
 def request_headers(
     headers: Iterable[tuple[bytes, bytes]],
@@ -271,11 +274,11 @@ def request_headers(
     if decoded:
         kept = [(k, v) for k, v in kept if k != b"content-encoding"]
     if rules.withheld:
-        least = _shortest(rules.withheld)  # most headers are too short to hold one: no search
+        least = _shortest(rules.withheld)  # a shorter header holds no window of one
         kept = [
             (k, v)
             for k, v in kept
-            if (len(v) < least and len(k) < least) or not _withholds(k, v, rules.withheld)
+            if len(k) + len(v) < least or not header_carries(k, v, rules.withheld)
         ]
     if not anthropic:
         return [*(kv for kv in kept if not kv[0].startswith(ANTHROPIC_ONLY)), IDENTITY]
@@ -314,111 +317,25 @@ def _anthropic_bearer(value: bytes) -> bool:
     return scheme.lower() == b"bearer" and token.strip().startswith(ANTHROPIC_CREDENTIAL)
 
 
-def carries_secret(value: bytes, secret: bytes) -> bool:
-    """Whether `value` (a header's name or value, a query parameter, a path) holds `secret` in
-    any spelling: as is in any case, percent-encoded (once or more, `+` as a space or not), with
-    backslash escapes (`\\xNN`, `\\uNNNN`), as hex, or inside base64 or base64url at any
-    alignment (`Basic` credentials, a token that wraps it), plain or percent-encoded.
-
-    The decoded forms are searched for the secret as a substring, so no scheme, quote,
-    separator, neighbour or token layout around it matters."""
-    needles = _needles(secret)
-    if needles is None or len(value) < needles.shortest:
-        return False
-    if needles.found(value):
-        return True
-    if b"%" not in value and b"+" not in value and b"\\" not in value:
-        return False
-    views: set[bytes] = set()
-    _percent_views(value, views)
-    if b"\\" in value:
-        for view in [value, *views]:
-            unescaped = _BACKSLASH.sub(_unescape, view)
-            views.add(unescaped)
-            _percent_views(unescaped, views)
-    return any(needles.found(view) for view in views)
-
-
-def _withholds(name: bytes, value: bytes, secrets: tuple[bytes, ...]) -> bool:
-    return any(carries_secret(name, s) or carries_secret(value, s) for s in secrets)
-
-
 @functools.lru_cache(maxsize=8)
 def _shortest(secrets: tuple[bytes, ...]) -> int:
-    """The length of the shortest text that could hold one of `secrets` (`carries_secret`)."""
-    return min((n.shortest for n in map(_needles, secrets) if n is not None), default=1 << 62)
+    """The length of the shortest text that could carry one of `secrets` (`carries_secret`)."""
+    return min(map(shortest_carrier, secrets), default=1 << 62)
 
 
 def withhold_query(query: bytes, secrets: tuple[bytes, ...]) -> bytes:
-    """A raw query string without every parameter (name or value) that carries a secret."""
+    """A raw query string without every parameter (name or value) that carries a secret; and
+    without any, when those left still carry one together: as written (HTML entities are cut
+    at their `&`s) or with their values run together (a secret cut into pieces too short to
+    hold a window each, in consecutive parameters)."""
     if not query or not any(secrets):
         return query
-    kept = [
-        pair
-        for pair in query.split(b"&")
-        if not any(carries_secret(pair, secret) for secret in secrets)
-    ]
-    return b"&".join(kept)
-
-
-MIN_BASE64_CORE = 4
-"""Base64 characters of a secret shorter than this (a secret of a few bytes) are not searched
-for: they would match too much."""
-_BACKSLASH = re.compile(rb"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4}))")
-
-
-def _unescape(match: re.Match[bytes]) -> bytes:
-    return chr(int(match[1] or match[2], 16)).encode("utf-8", "surrogatepass")
-
-
-def _percent_views(value: bytes, views: set[bytes]) -> None:
-    """Add `value` percent-decoded (as often as it changes, `+` read both ways) to `views`."""
-    for plus in (False, True):
-        current = value
-        for _ in range(4):
-            if b"%" not in current and not (plus and b"+" in current):
-                break
-            decoded = unquote_to_bytes(current.replace(b"+", b" ") if plus else current)
-            if decoded == current:
-                break
-            views.add(decoded)
-            current = decoded
-
-
-@dataclass(frozen=True, slots=True)
-class _Needles:
-    """What `carries_secret` searches for: the secret case-folded, its hex, and the base64 /
-    base64url characters that depend on the secret alone, at each of the three alignments
-    (whatever surrounds it, a base64 text holding the secret holds one of them)."""
-
-    shortest: int
-    folded: bytes
-    hexed: bytes
-    encoded: re.Pattern[bytes] | None
-
-    def found(self, view: bytes) -> bool:
-        lower = view.lower()
-        if self.folded in lower or self.hexed in lower:
-            return True
-        return self.encoded is not None and self.encoded.search(view) is not None
-
-
-@functools.lru_cache(maxsize=8)
-def _needles(secret: bytes) -> _Needles | None:
-    if not secret:
-        return None
-    cores: set[bytes] = set()
-    for shift in range(3):
-        encoded = base64.b64encode(b"\0" * shift + secret)
-        core = encoded[-(-8 * shift // 6) : 8 * (shift + len(secret)) // 6]
-        if len(core) >= MIN_BASE64_CORE:
-            cores.update((core, core.translate(_URLSAFE)))
-    pattern = re.compile(b"|".join(map(re.escape, sorted(cores)))) if cores else None
-    shortest = min((len(secret), *map(len, cores)))
-    return _Needles(shortest, secret.lower(), secret.hex().encode(), pattern)
-
-
-_URLSAFE = bytes.maketrans(b"+/", b"-_")
+    kept = [pair for pair in query.split(b"&") if not carries_any(pair, secrets)]
+    rest = b"&".join(kept)
+    if len(kept) < 2:
+        return rest
+    values = b"".join(pair.partition(b"=")[2] or pair for pair in kept)
+    return b"" if carries_any(rest + b"\x1f" + values, secrets) else rest
 
 
 @functools.cache
