@@ -15,17 +15,16 @@ makes a key of its own (the admin surface stays closed to anyone without it).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import secrets
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 from factrail.stores import state_url
 from factrail.stores.paths import data_root
+from factrail.stores.private_files import read_own
+from factrail.stores.secret import publish
 
 
 class KeySettings(Protocol):
@@ -130,16 +129,7 @@ def login_line(path: Path | None, key: str, base_url: str) -> str:
 
 def _read(path: Path) -> str:
     """The key in `path` (FileNotFoundError when absent, KeyFileError when untrusted)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            raise KeyFileError(f"{path} is not a regular file owned by this user")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.fchmod(fd, 0o600)
-        data = os.read(fd, READ_LIMIT)
-    finally:
-        os.close(fd)
+    data = read_own(path, READ_LIMIT, KeyFileError)
     key = data.strip().decode("ascii", "replace")
     if len(key) < MIN_CHARS or not key.isprintable() or any(c.isspace() for c in key):
         raise KeyFileError(f"{path} does not hold a usable key; remove it to make a new one")
@@ -151,20 +141,6 @@ def _create(path: Path) -> tuple[str, bool]:
     if not path.parent.is_dir():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = secrets.token_urlsafe(32)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, key.encode("ascii") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(temp, path)  # atomic and exclusive: the first publisher wins
-        except FileExistsError:
-            return _read(path), False
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-    return key, True
+    if publish(path, key.encode("ascii") + b"\n"):
+        return key, True
+    return _read(path), False

@@ -114,3 +114,19 @@ def read_private(root: Path, folder: str, name: str, limit: int = READ_LIMIT) ->
         return None
     finally:
         os.close(fd)
+
+
+def read_own(path: Path, limit: int, untrusted: type[OSError]) -> bytes:
+    """At most `limit` bytes of `path`, a small file of our own (a key, a secret): never followed
+    through a link nor waited on (a FIFO), refused with `untrusted` unless a regular file of this
+    user, tightened to 0600 when it was looser; FileNotFoundError when absent."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise untrusted(f"{path} is not a regular file owned by this user")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(fd, 0o600)
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)

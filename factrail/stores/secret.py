@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import stat
 import time
 from pathlib import Path
 
 from factrail.stores.paths import ensure_private_dir
+from factrail.stores.private_files import read_own
 
 SECRET_BYTES = 32
 READ_LIMIT = 1024
@@ -41,7 +41,7 @@ def load_or_create_secret(path: Path) -> bytes:
         try:
             return _read_secret(path)
         except FileNotFoundError:
-            _publish(path, secrets.token_bytes(SECRET_BYTES).hex().encode("ascii") + b"\n")
+            publish(path, secrets.token_bytes(SECRET_BYTES).hex().encode("ascii") + b"\n")
             continue
         except SecretFileError as err:
             # Only a publisher without link() writes in place: give it a moment to finish.
@@ -52,16 +52,7 @@ def load_or_create_secret(path: Path) -> bytes:
 
 def _read_secret(path: Path) -> bytes:
     """The secret in `path` (FileNotFoundError when absent, SecretFileError when unusable)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
-            raise SecretFileError(f"{path} is not a regular file owned by this user")
-        if stat.S_IMODE(info.st_mode) & 0o077:
-            os.fchmod(fd, 0o600)
-        data = os.read(fd, READ_LIMIT)
-    finally:
-        os.close(fd)
+    data = read_own(path, READ_LIMIT, SecretFileError)
     text = data.strip()
     try:
         key = bytes.fromhex(text.decode("ascii"))
@@ -75,8 +66,9 @@ def _read_secret(path: Path) -> bytes:
     return key
 
 
-def _publish(path: Path, data: bytes) -> None:
-    """Make `path` hold `data` unless another process got there first (then leave it)."""
+def publish(path: Path, data: bytes) -> bool:
+    """Make `path` (0600) hold `data` unless another process got there first (then leave it);
+    whether this call made it."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
     try:
@@ -89,21 +81,23 @@ def _publish(path: Path, data: bytes) -> None:
         try:
             os.link(temp, path)  # atomic and exclusive: the first publisher wins
         except FileExistsError:
-            pass
+            return False
         except OSError:  # a file system without hard links: create in place, exclusively
-            _create_in_place(path, data)
+            return _create_in_place(path, data)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+    return True
 
 
-def _create_in_place(path: Path, data: bytes) -> None:
+def _create_in_place(path: Path, data: bytes) -> bool:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
-        return
+        return False
     try:
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+    return True
