@@ -150,10 +150,10 @@ async def _run(
     req: Request, options: HookOptions, scan: TaintScan, now: int, done: Done
 ) -> dict[str, Any]:
     settings = options.settings
-    fenced = _fenced(req, scan)
     if settings.judge != "rules" and options.fallback == "summary":
-        # the fence first: a fenced session says so, whether or not the judge has a key
-        verdict = decide(taint=fenced, local=settings.judge_local)
+        # the fence first (the judge is local only as the settings declare it): a fenced
+        # session says so, whether or not the judge has a key
+        verdict = decide(taint=_fenced(req, scan), local=settings.judge_local)
         if not verdict.model:
             detail = f": {verdict.detail}" if verdict.detail else ""
             return done(
@@ -170,16 +170,6 @@ async def _run(
                 "builtin", "no-key", f"factrail: built-in summary (no-key: {choice.reason})"
             )
         judge, prefix = choice.judge, "" if choice.error is None else "rules:no-key"
-        if judge.kind != "rules":
-            verdict = decide(taint=fenced, local=judge.local)
-            if not verdict.model and options.fallback == "summary":
-                detail = f": {verdict.detail}" if verdict.detail else ""
-                return done(
-                    "builtin",
-                    verdict.reason,
-                    f"factrail: built-in summary ({verdict.reason}{detail})",
-                    toast=verdict.reason == "tainted",
-                )
         result, forced = await _compact(req, options, judge, now)
     if result.outcome != "compacted" or result.document is None:
         if forced:
