@@ -188,6 +188,11 @@ class Settings(BaseSettings):
     included."""
     rearm_tokens: int = Field(default=0, ge=0)
     """Re-arm gap after a compaction; 0 means an eighth of T."""
+    mode: Literal["compact", "shadow"] = "compact"
+    """`compact`: requests past the soft line are compacted before they leave. `shadow`: every
+    request goes upstream byte for byte; the compaction step runs on a copy and records what it
+    would have sent, and each session's JSON, the pages and `/metrics` show the projected bill
+    (`projected`). `X-Factrail-Bypass: 1` forwards one request untouched in either mode."""
     price_profile: Literal["auto", "anthropic", "openai", "none"] = "auto"
     """Prompt-cache prices a compaction short of the danger line (halfway from the trigger to
     the model's window, at most twice the trigger) must pay back under: `anthropic` (cached
@@ -362,6 +367,9 @@ class Settings(BaseSettings):
     require_promtool: Literal["0", "1"] = "0"
     """`1` (`.ci/run` sets it): the alert rules' tests fail rather than skip without `promtool`
     (Debian's `prometheus` package, which `make test` installs where apt-get can run)."""
+    require_chromium: Literal["0", "1"] = "0"
+    """`1` (`.ci/run` sets it): the page tests fail rather than skip without headless Chromium
+    (Debian's `chromium` package, which `make test` installs where apt-get can run)."""
     hypothesis: Literal["ci", "explore"] = "ci"
     """The tests' Hypothesis profile: `ci` (a fixed example sequence) or `explore` (fresh
     examples)."""
@@ -539,6 +547,7 @@ ENV_ONLY = frozenset(
         "require_claude",
         "require_native",
         "require_promtool",
+        "require_chromium",
         "hypothesis",
         "lb_port",
     }
