@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP_RUN  := $(VENV)/.installed-run
 STAMP_DEV  := $(VENV)/.installed-dev
 
-.PHONY: run test lint types unit node-deps promtool gate test-matrix bench clean
+.PHONY: run test lint types unit node-deps promtool chromium gate test-matrix bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ types: $(STAMP_DEV)
 # so two take about 3.5 minutes where one takes 8 on this project's 2-core machine.
 TEST_WORKERS ?= 2
 
-unit: $(STAMP_DEV) node-deps promtool
+unit: $(STAMP_DEV) node-deps promtool chromium
 	$(BIN)/pytest -q -n $(TEST_WORKERS)
 
 # Claude Code and the Codex CLI, pinned in plugin/package-lock.json, for the real-client bills
@@ -74,6 +74,29 @@ promtool:
 			fi; \
 		else \
 			echo "promtool: apt-get could not install prometheus, skipping (the alert rules' tests will skip)"; \
+		fi; \
+	fi
+
+# Headless Chromium, from Debian's `chromium` package, for the pages' browser tests
+# (tests/browser/: each page opened, clicked and typed into over the DevTools protocol, so no
+# driver is needed; they skip without it, unless FACTRAIL_REQUIRE_CHROMIUM=1). Installed with
+# apt-get when absent and apt-get can run (as root, or through passwordless sudo).
+APT_CHROMIUM := env DEBIAN_FRONTEND=noninteractive \
+	apt-get install -y -qq --no-install-recommends chromium
+
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+		:; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium: not found and no apt-get, skipping (the pages' browser tests will skip)"; \
+	else \
+		if [ "$$(id -u)" = 0 ]; then as_root=""; \
+		elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then as_root="sudo -n"; \
+		else as_root=none; fi; \
+		if [ "$$as_root" = none ]; then \
+			echo "chromium: not found and apt-get needs root, skipping (the pages' browser tests will skip)"; \
+		elif ! { $$as_root apt-get update -qq && $$as_root $(APT_CHROMIUM); }; then \
+			echo "chromium: apt-get could not install chromium, skipping (the pages' browser tests will skip)"; \
 		fi; \
 	fi
 
