@@ -5,16 +5,21 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from factrail.stores.state import (
+    MAX_TURNS,
     Observed,
     SessionState,
     decode_state,
+    decode_turn,
     encode_state,
     keep_observed,
     take_observed,
+    turn_blob,
 )
 
 MAX_LINKS = 100_000
@@ -23,9 +28,14 @@ MAX_LINKS = 100_000
 class MemoryStateStore:
     """A dict of encoded states: callers never share mutable objects with the store."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.time, *, max_turns: int = MAX_TURNS
+    ) -> None:
+        """`max_turns`: the turn records each session's turn log keeps."""
         self._clock = clock
+        self.max_turns = max_turns
         self._states: dict[str, bytes] = {}
+        self._turns: dict[str, deque[bytes]] = {}
         self._lock = threading.Lock()
         self._leases: dict[str, tuple[str, int]] = {}
         self._links: dict[str, str] = {}
@@ -55,9 +65,13 @@ class MemoryStateStore:
             )
 
     def observe(self, session: str, observed: Observed) -> int | None:
-        """Blend what an answer's usage taught into the session (creating it if needed); the
-        cache read it replaced."""
+        """Blend what an answer's usage taught into the session (creating it if needed) and
+        append its turn record to the session's turn log; the cache read it replaced."""
+        record = turn_blob(observed.turn) if observed.turn is not None else None
         with self._lock:
+            if record is not None:
+                log = self._turns.setdefault(session, deque(maxlen=self.max_turns))
+                log.append(record)
             blob = self._states.get(session)
             state = decode_state(blob) if blob is not None else None
             state = state or SessionState(plan={})
@@ -65,6 +79,14 @@ class MemoryStateStore:
             state.updated_ms = int(self._clock() * 1000)
             self._states[session] = encode_state(state)
             return previous
+
+    def turns(self, session: str, limit: int = MAX_TURNS) -> list[dict[str, Any]]:
+        """The newest `limit` records of the session's turn log, oldest first."""
+        if limit <= 0:
+            return []
+        with self._lock:
+            blobs = list(self._turns.get(session, ()))[-limit:]
+        return [record for blob in blobs if (record := decode_turn(blob)) is not None]
 
     def recent(self, limit: int) -> list[tuple[str, int]]:
         """The most recently updated sessions, newest first: `(key, updated_ms)`."""

@@ -11,8 +11,11 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
   turn's save never undoes one that landed after its load); `<p>read:<session>`, the last
   answered turn's cache read, swapped by `SET … GET` (Redis 6.2 or later, any Valkey);
   `<p>mark:<session>`, where the gateway last put the cache marker;
-- `<p>bill:<session>`: a hash of the session's bill (`billed`, `spared`, each added to
-  atomically by `HINCRBYFLOAT`, and its version `v`: `schema.BILL_SCHEMA`);
+- `<p>bill:<session>`: a hash of the session's bill (`billed`, `spared`, shadow mode's
+  `projected_billed` and `projected_spared`, each added to atomically by `HINCRBYFLOAT`; the
+  answered `turns`, by `HINCRBY`; and its version `v`: `schema.BILL_SCHEMA`);
+- `<p>turns:<session>`: the session's turn log, a list of turn records (`schema.TURN_SCHEMA`)
+  trimmed to the newest `max_turns`, expiring with the session's other keys;
 - `<p>l:<session>`: the session's lease (`SET NX PX`, released by compare-and-delete);
 - `<p>r:<response id>`: the session an answer id answered (`previous_response_id` chains,
   Anthropic threads; `schema.LINK_SCHEMA`);
@@ -21,7 +24,8 @@ Keys, under one prefix (`factrail:` by default, `?prefix=` in the URL):
 
 Every call is bounded by the client's socket timeouts and fails open like the other stores:
 `load` gives None, `fetch` says the store did not answer (so the fence treats the session as
-unproven), `save` and `observe` log; `lease` gives `""` (go on without one).
+unproven), `save` and `observe` log; `lease` gives `""` (go on without one); `turns` gives
+`[]`. An `observe` is one `MULTI`/`EXEC` transaction.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from factrail.stores.schema import (
 from factrail.stores.state import (
     CALIBRATION_RANGE,
     CALIBRATION_WEIGHT,
+    MAX_TURNS,
     REACH_RANGE,
     REACH_WEIGHT,
     Failures,
@@ -58,7 +63,9 @@ from factrail.stores.state import (
     Operation,
     SessionState,
     decode_state,
+    decode_turn,
     encode_state,
+    turn_blob,
     with_observed,
     without_observed,
 )
@@ -72,6 +79,8 @@ MAX_SESSIONS = 10_000
 SOCKET_TIMEOUT_S = 0.5
 """A store slower than this is a failing store: the turn goes on without it."""
 TRIM_EVERY = 64
+BILL_SUMS = ("billed", "spared", "projected_billed", "projected_spared")
+"""The bill hash's sums, each added to by `HINCRBYFLOAT` (the fields of `SessionState`)."""
 
 _BLEND = """
 local version = tonumber(ARGV[8])
@@ -116,13 +125,16 @@ class RedisStateStore:
         client: redis.Redis | None = None,
         clock: Callable[[], float] = time.time,
         on_error: Callable[[str], None] | None = None,
+        max_turns: int = MAX_TURNS,
     ) -> None:
-        """`on_error(operation)` hears of every failed call (for a metric)."""
+        """`on_error(operation)` hears of every failed call (for a metric); `max_turns`: the
+        turn records each session's turn log keeps."""
         address, self.prefix = split_prefix(url)
         self.url = redact_url(address)
         self.ttl_ms = int(ttl_seconds * 1000)
         self.taint_keep_ms = int(max(taint_keep_seconds, ttl_seconds) * 1000)
         self.max_sessions = max_sessions
+        self.max_turns = max_turns
         self._client = client or redis.Redis.from_url(
             address,
             socket_timeout=SOCKET_TIMEOUT_S,
@@ -156,6 +168,9 @@ class RedisStateStore:
     def _bill_key(self, session: str) -> str:
         return f"{self.prefix}bill:{session}"
 
+    def _turns_key(self, session: str) -> str:
+        return f"{self.prefix}turns:{session}"
+
     def _lease_key(self, session: str) -> str:
         return f"{self.prefix}l:{session}"
 
@@ -187,17 +202,15 @@ class RedisStateStore:
                     self._mark_key(session),
                 ]
             )
-            pipe.hmget(self._bill_key(session), ["billed", "spared", VERSION])
+            pipe.hmget(self._bill_key(session), [*BILL_SUMS, "turns", VERSION])
             (blob, ratio, share, read, placed), bill = pipe.execute()
-            billed, spared = _bill(bill)
             stored = SessionState(
                 {},
                 calibration=_number(_figure(ratio), CALIBRATION_RANGE),
                 reach=_number(_figure(share), REACH_RANGE),
                 cached=_read(_figure(read)),
                 mark=_mark(_figure(placed)),
-                billed=billed,
-                spared=spared,
+                **_bill(bill),
             )
             if blob is None:
                 return (None if stored == SessionState({}) else stored), True
@@ -230,6 +243,7 @@ class RedisStateStore:
             pipe.pexpire(self._read_key(session), keep)
             pipe.pexpire(self._mark_key(session), keep)
             pipe.pexpire(self._bill_key(session), keep)
+            pipe.pexpire(self._turns_key(session), keep)
             pipe.zadd(self._recent_key, {session: now})
             pipe.execute()
             with self._lock:
@@ -241,8 +255,8 @@ class RedisStateStore:
         self._run("save", run, None)
 
     def observe(self, session: str, observed: Observed) -> int | None:
-        """Blend what an answer's usage taught into the session atomically, in the server; the
-        cache read it replaced."""
+        """Blend what an answer's usage taught into the session and append its turn record to
+        the session's turn log, in one transaction; the cache read it replaced."""
         blends: list[tuple[str, float, tuple[float, float], float]] = []
         ratio, reach = observed.ratio, observed.reach
         if ratio is not None and math.isfinite(ratio) and ratio > 0:
@@ -253,15 +267,17 @@ class RedisStateStore:
         cached = observed.cached if observed.cached is not None and observed.cached >= 0 else None
         bill = [
             (name, value)
-            for name, value in (("billed", observed.billed), ("spared", observed.spared))
-            if value is not None and math.isfinite(value)
+            for name in BILL_SUMS
+            if (value := getattr(observed, name)) is not None and math.isfinite(value)
         ]
-        if not blends and cached is None and observed.mark is None and not bill:
+        turn = observed.turn is not None
+        record = turn_blob(observed.turn) if observed.turn is not None else None
+        if not blends and cached is None and observed.mark is None and not bill and not turn:
             return None
 
         def run() -> int | None:
             now = self._now_ms()
-            pipe = self._client.pipeline(transaction=False)
+            pipe = self._client.pipeline(transaction=True)
             for key, value, (low, high), weight in blends:
                 args: list[str | int | float] = [
                     repr(value), self.ttl_ms, low, high, weight, now, session, FIGURE_SCHEMA
@@ -272,9 +288,16 @@ class RedisStateStore:
                 pipe.set(self._mark_key(session), placed, px=self.ttl_ms)
             for name, value in bill:
                 pipe.hincrbyfloat(self._bill_key(session), name, value)
-            if bill:
+            if turn:
+                pipe.hincrby(self._bill_key(session), "turns", 1)
+            if bill or turn:
                 pipe.hsetnx(self._bill_key(session), VERSION, BILL_SCHEMA)
                 pipe.pexpire(self._bill_key(session), self.ttl_ms)
+            if record is not None:
+                log = self._turns_key(session)
+                pipe.rpush(log, record)
+                pipe.ltrim(log, -self.max_turns, -1)
+                pipe.pexpire(log, self.ttl_ms)
             if cached is not None:
                 read = _figure_blob(cached)
                 pipe.set(self._read_key(session), read, px=self.ttl_ms, get=True)
@@ -282,6 +305,18 @@ class RedisStateStore:
             return _read(_figure(replies[-1])) if cached is not None else None
 
         return self._run("observe", run, None)
+
+    def turns(self, session: str, limit: int = MAX_TURNS) -> list[dict[str, Any]]:
+        """The newest `limit` records of the session's turn log, oldest first; `[]` on any
+        error."""
+        if limit <= 0:
+            return []
+
+        def run() -> list[dict[str, Any]]:
+            blobs = self._client.lrange(self._turns_key(session), -limit, -1)
+            return [record for blob in blobs if (record := decode_turn(blob)) is not None]
+
+        return self._run("turns", run, [])
 
     def lease(self, session: str, ttl_ms: int) -> str | None:
         """The session's lease for `ttl_ms`, shared by every replica: its token; None while
@@ -421,13 +456,17 @@ def _number(value: Any, bounds: tuple[float, float]) -> float | None:
     return number if math.isfinite(number) and low <= number <= high else None
 
 
-def _bill(fields: list[Any]) -> tuple[float | None, float | None]:
-    """`billed` and `spared` of a stored bill (`schema.BILL_SCHEMA`): read at version 1 (no
-    `v` field) and 2; neither of a version this reader does not know."""
-    billed, spared, version = fields
+def _bill(fields: list[Any]) -> dict[str, Any]:
+    """The `SessionState` fields of a stored bill (`schema.BILL_SCHEMA`): its `BILL_SUMS` and
+    `turns`, read at version 1 (no `v` field) and 2; none of a version this reader does not
+    know."""
+    *sums, turns, version = fields
     if version is not None and _text(version) != str(BILL_SCHEMA):
-        return None, None
-    return _sum(billed), _sum(spared)
+        return {}
+    counted = _sum(turns)
+    return {name: _sum(value) for name, value in zip(BILL_SUMS, sums, strict=True)} | {
+        "turns": int(counted) if counted is not None and counted >= 0 else 0
+    }
 
 
 def _sum(value: Any) -> float | None:

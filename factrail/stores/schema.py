@@ -26,6 +26,11 @@ STATE_SCHEMA = 2
 2. `v`. `plan` and `answers` are records of their own (`PLAN_SCHEMA`, `ANSWERS_SCHEMA`), each
    `{"v", "entries"}`; `bets` is always written (null: not counted).
 
+Fields added to version 2 without a new version (a reader ignores fields it does not know, and
+reads one a record lacks as its default): `forced`, `cold` (absent: not counted, None once the
+record has compactions, as `bets` in version 1), `shadow` and `turns` (absent: 0),
+`projected_billed` and `projected_spared` (absent: None).
+
 The taint record (`taint`) and the compaction records (`history`) are kept as they were
 written, each with its own version; `mark` is the gateway's anchor, kept opaque."""
 
@@ -60,8 +65,10 @@ marker's anchor (`<p>mark:`). In SQLite and memory they are fields of the sessio
 2. `{"v": 2, "x": value}`."""
 
 BILL_SCHEMA = 2
-"""A session's bill on Redis (`<p>bill:`): a hash of `billed` and `spared`, each added to
-atomically. In SQLite and memory they are fields of the session record.
+"""A session's bill on Redis (`<p>bill:`): a hash of `billed`, `spared`, `projected_billed`,
+`projected_spared` (`HINCRBYFLOAT`) and `turns` (`HINCRBY`), each added to atomically; a field
+that is absent is not counted yet (the last three were added to version 2: a reader ignores
+fields it does not know). In SQLite and memory they are fields of the session record.
 
 1. No `v` field.
 2. A `v` field (set by the first addition that finds none)."""
@@ -72,6 +79,13 @@ table, or the Redis key `<p>r:<response id>`.
 
 1. SQLite: the row's `v` column is 1 (its default). Redis: the bare session key.
 2. SQLite: `v` is 2. Redis: `{"v": 2, "session": key}`."""
+
+TURN_SCHEMA = 1
+"""One answered turn in a session's turn log (`StateStore.turns`): the record the gateway
+gave `Observed.turn`, with `v`. Kept as the newest `state.MAX_TURNS` of the session: SQLite's
+`turns` table, the Redis list `<p>turns:<session>`, a deque in the memory store.
+
+1. The gateway's record and `v`."""
 
 DECISION_SCHEMA = 2
 """One line of the decision log (`factrail.stores.decisions`; built by

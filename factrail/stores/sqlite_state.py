@@ -1,4 +1,5 @@
-"""Session state in SQLite: one JSON blob per session, WAL mode, bounded by count and age.
+"""Session state in SQLite: one JSON blob per session, WAL mode, bounded by count and age; each
+session's turn log in a table of its own, deleted with the session.
 
 One connection guarded by a lock serves every thread of the process; WAL and `busy_timeout`
 let several processes share the file. Any database error is logged and swallowed: `load`
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
@@ -25,15 +26,18 @@ from factrail.policy.taint import holds_taint
 from factrail.stores.paths import ensure_private_dir
 from factrail.stores.schema import LINK_SCHEMA
 from factrail.stores.state import (
+    MAX_TURNS,
     Failures,
     Observed,
     Operation,
     SessionState,
     decode_state,
+    decode_turn,
     encode_state,
     keep_observed,
     kept_as_tainted,
     take_observed,
+    turn_blob,
 )
 
 log = logging.getLogger(__name__)
@@ -55,6 +59,9 @@ _SCHEMA = (
     " key TEXT PRIMARY KEY, session TEXT NOT NULL, updated_ms INTEGER NOT NULL,"
     " v INTEGER NOT NULL DEFAULT 1)",
     "CREATE INDEX IF NOT EXISTS links_updated ON links (updated_ms)",
+    "CREATE TABLE IF NOT EXISTS turns ("
+    " key TEXT NOT NULL, seq INTEGER NOT NULL, record BLOB NOT NULL,"
+    " PRIMARY KEY (key, seq)) WITHOUT ROWID",
 )
 _LINK_VERSION = "ALTER TABLE links ADD COLUMN v INTEGER NOT NULL DEFAULT 1"
 """The link rows' version column (`schema.LINK_SCHEMA`), added to a table made without it:
@@ -71,9 +78,10 @@ class SqliteStateStore:
     Size is bounded: every `prune_every` saves (and on the first), sessions not updated for
     `ttl_seconds` are deleted and the most recently updated are kept within `max_sessions`
     records and `max_bytes` bytes of state; tainted records younger than `taint_keep_seconds`
-    are exempt from all three (see `_prune`). Deleted pages are reused, not returned to the file
-    system, so the file stays near its largest size. The file is created 0600; a missing
-    parent folder is created 0700.
+    are exempt from all three (see `_prune`). A session's turn log (`turns`, at most
+    `max_turns` records) is deleted with it and is not counted in `max_bytes`. Deleted pages
+    are reused, not returned to the file system, so the file stays near its largest size. The
+    file is created 0600; a missing parent folder is created 0700.
     """
 
     def __init__(
@@ -88,11 +96,14 @@ class SqliteStateStore:
         max_bytes: int = MAX_BYTES,
         taint_keep_seconds: float = TTL_SECONDS,
         on_error: Callable[[str], None] | None = None,
+        max_turns: int = MAX_TURNS,
     ) -> None:
         """`max_bytes`: bound of the stored states' bytes (0: none); `taint_keep_seconds`: how
         long a tainted record is kept whatever the bounds (the saved outputs' retention);
-        `on_error(operation)` hears of every failed call (a metric)."""
+        `on_error(operation)` hears of every failed call (a metric); `max_turns`: the turn
+        records each session's turn log keeps."""
         self.path = str(path)
+        self.max_turns = max_turns
         self._failures = Failures(log, self.path, on_error)
         self.max_sessions = max_sessions
         self.ttl_ms = int(ttl_seconds * 1000)
@@ -155,8 +166,10 @@ class SqliteStateStore:
         self._run("save", run, None)
 
     def observe(self, session: str, observed: Observed) -> int | None:
-        """Blend what an answer's usage taught into the session atomically (creating it if
-        needed); the cache read it replaced."""
+        """Blend what an answer's usage taught into the session and append its turn record to
+        the session's turn log, in one transaction (creating the session if needed; a session
+        past the TTL starts over, its turn log too); the cache read it replaced."""
+        record = turn_blob(observed.turn) if observed.turn is not None else None
 
         def run(conn: sqlite3.Connection) -> int | None:
             now = self._now_ms()
@@ -168,10 +181,14 @@ class SqliteStateStore:
                 state = None
                 if row is not None and row[0] >= now - self.ttl_ms:
                     state = decode_state(row[1])
+                else:
+                    conn.execute("DELETE FROM turns WHERE key = ?", (session,))
                 state = state or SessionState(plan={})
                 previous = take_observed(state, observed)
                 state.updated_ms = now
                 conn.execute(_UPSERT, (session, now, encode_state(state)))
+                if record is not None:
+                    self._append_turn(conn, session, record)
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -179,6 +196,35 @@ class SqliteStateStore:
             return previous
 
         return self._run("observe", run, None)
+
+    def _append_turn(self, conn: sqlite3.Connection, session: str, record: bytes) -> None:
+        """Append a turn record to the session's log and drop those past `max_turns`."""
+        (seq,) = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM turns WHERE key = ?", (session,)
+        ).fetchone()
+        conn.execute("INSERT INTO turns VALUES (?, ?, ?)", (session, seq, record))
+        conn.execute(
+            "DELETE FROM turns WHERE key = ? AND seq <= ?", (session, seq - self.max_turns)
+        )
+
+    def turns(self, session: str, limit: int = MAX_TURNS) -> list[dict[str, Any]]:
+        """The newest `limit` records of the session's turn log, oldest first (none once the
+        session is past the TTL); `[]` on any error."""
+
+        def run(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            row = conn.execute(
+                "SELECT updated_ms FROM sessions WHERE key = ?", (session,)
+            ).fetchone()
+            if row is None or row[0] < self._now_ms() - self.ttl_ms or limit <= 0:
+                return []
+            rows = conn.execute(
+                "SELECT record FROM turns WHERE key = ? ORDER BY seq DESC LIMIT ?",
+                (session, limit),
+            ).fetchall()
+            decoded = (decode_turn(blob) for (blob,) in reversed(rows))
+            return [record for record in decoded if record is not None]
+
+        return self._run("turns", run, [])
 
     def recent(self, limit: int) -> list[tuple[str, int]]:
         """The most recently updated live sessions, newest first: `(key, updated_ms)`."""
@@ -270,9 +316,10 @@ class SqliteStateStore:
 
     def _prune(self, conn: sqlite3.Connection, now_ms: int) -> None:
         """Delete what is past the TTL, then the least recently updated records while there are
-        more than `max_sessions` of them or their states hold more than `max_bytes`. A tainted
-        record is never pruned while younger than `taint_keep_ms` (its session's saved outputs
-        may still be there), so it outlives both bounds and the TTL until then."""
+        more than `max_sessions` of them or their states hold more than `max_bytes`; a deleted
+        session's turn log goes with it. A tainted record is never pruned while younger than
+        `taint_keep_ms` (its session's saved outputs may still be there), so it outlives both
+        bounds and the TTL until then."""
         keep_from = now_ms - max(self.ttl_ms, self.taint_keep_ms)
         stale = conn.execute(
             "SELECT key FROM sessions WHERE updated_ms < ? AND updated_ms >= ?",
@@ -281,8 +328,12 @@ class SqliteStateStore:
         doomed = [key for (key,) in stale if not self._tainted(conn, key)]
         conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute(
+                "DELETE FROM turns WHERE key IN (SELECT key FROM sessions WHERE updated_ms < ?)",
+                (keep_from,),
+            )
             conn.execute("DELETE FROM sessions WHERE updated_ms < ?", (keep_from,))
-            conn.executemany("DELETE FROM sessions WHERE key = ?", [(k,) for k in doomed])
+            self._delete(conn, [(k,) for k in doomed])
             conn.execute("DELETE FROM links WHERE updated_ms < ?", (now_ms - self.ttl_ms,))
         except BaseException:
             conn.execute("ROLLBACK")
@@ -295,7 +346,7 @@ class SqliteStateStore:
         extra = size - self.max_bytes if self.max_bytes > 0 else 0
         if excess <= 0 and extra <= 0:
             return
-        doomed = []
+        evicted: list[tuple[str]] = []
         protect_from = now_ms - self.taint_keep_ms
         rows = conn.execute(
             "SELECT key, updated_ms, LENGTH(state) FROM sessions ORDER BY updated_ms, key"
@@ -305,16 +356,22 @@ class SqliteStateStore:
                 break
             if updated_ms >= protect_from and self._tainted(conn, key):
                 continue
-            doomed.append((key,))
+            evicted.append((key,))
             excess -= 1
             extra -= length
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany("DELETE FROM sessions WHERE key = ?", doomed)
+            self._delete(conn, evicted)
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    @staticmethod
+    def _delete(conn: sqlite3.Connection, keys: list[tuple[str]]) -> None:
+        """Delete the sessions of `keys` and their turn logs."""
+        conn.executemany("DELETE FROM sessions WHERE key = ?", keys)
+        conn.executemany("DELETE FROM turns WHERE key = ?", keys)
 
     @staticmethod
     def _tainted(conn: sqlite3.Connection, key: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Literal, Protocol, TypeGuard, TypeVar, get_args
 
 import orjson
@@ -23,6 +23,7 @@ from factrail.stores.schema import (
     ANSWERS_SCHEMA,
     PLAN_SCHEMA,
     STATE_SCHEMA,
+    TURN_SCHEMA,
     VERSION,
     version_of,
 )
@@ -31,6 +32,8 @@ T = TypeVar("T")
 MAX_ANSWERS = 20_000
 MAX_SETTLED = 50_000
 MAX_HISTORY = 5
+MAX_TURNS = 1000
+"""The turn records a session's turn log keeps (the newest; `StateStore.turns`)."""
 CALIBRATION_WEIGHT = 0.3
 CALIBRATION_RANGE = (0.25, 4.0)
 REACH_WEIGHT = 0.5
@@ -42,10 +45,11 @@ ORIGINS = ("start", "continued")
 
 
 Operation = Literal[
-    "load", "save", "observe", "lease", "release", "link", "linked", "recent", "ping"
+    "load", "save", "observe", "lease", "release", "link", "linked", "recent", "ping", "turns"
 ]
 """A store call, as its failures are counted (`factrail_state_store_errors_total{operation}`):
-`observe` is calibration and cache reach."""
+`observe` is what answers taught (calibration, cache reach, bill, turn log); `turns` reads the
+turn log."""
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
 
@@ -87,6 +91,13 @@ class SessionState:
     others were forced past the danger line or ran on a cold cache. A session that cost more
     than sent whole without a bet paid for staying under its trigger, not for a lost bet.
     None: not counted (a version-1 record with compactions and no `bets`)."""
+    forced: int | None = 0
+    """Of `compactions`, those the cost gate forced past the danger line (None: not counted, a
+    record with compactions written before the count)."""
+    cold: int | None = 0
+    """Of `compactions`, those run on a cold cache (None: not counted, as `forced`)."""
+    shadow: int = 0
+    """Of `compactions`, those only projected in shadow mode (never sent)."""
     taint: dict[str, Any] | None = None
     """The sticky taint record (`policy.taint.taint_write`), kept as written."""
     calibration: float | None = None  # upstream prompt_tokens / our estimate, smoothed
@@ -105,6 +116,13 @@ class SessionState:
     spared: float | None = None
     """What those turns cost less than sent whole, estimated (`policy.cost.spared`; negative:
     the session has so far cost more through factrail)."""
+    projected_billed: float | None = None
+    """Shadow mode's projected bill: what the answered turns would have been billed had their
+    projected compactions been sent (None: none reported yet)."""
+    projected_spared: float | None = None
+    """What those projected turns would have cost less than sent whole."""
+    turns: int = 0
+    """The answered turns `observe` counted (each one that brought a turn record)."""
     answers: dict[str, dict[str, float]] = field(default_factory=dict)  # see remember_answers
     updated_ms: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
@@ -128,7 +146,8 @@ class StateStore(Protocol):
     def save(self, session: str, state: SessionState) -> None: ...
     def observe(self, session: str, observed: Observed) -> int | None:
         """Blend what an answer's usage taught into the session atomically (creating it if
-        needed); a `save` never undoes it. Returns the cache read it replaced (None: it brings
+        needed), appending its turn record (`Observed.turn`) to the session's turn log; a
+        `save` never undoes it. Returns the cache read it replaced (None: it brings
         none, there was none, or the store failed)."""
         ...
 
@@ -149,6 +168,11 @@ class StateStore(Protocol):
         ...
 
     def recent(self, limit: int) -> list[tuple[str, int]]: ...
+    def turns(self, session: str, limit: int = MAX_TURNS) -> list[dict[str, Any]]:
+        """The newest `limit` records of the session's turn log, oldest first, without their
+        version (only those of `TURN_SCHEMA`); `[]` when none, or on any error."""
+        ...
+
     def ping(self) -> bool: ...
     def close(self) -> None: ...
 
@@ -201,6 +225,13 @@ class Observed:
     """The turn's billed-equivalent input tokens, added to `SessionState.billed`."""
     spared: float | None = None
     """What the turn cost less than sent whole, added to `SessionState.spared`."""
+    projected_billed: float | None = None
+    """Shadow mode's projected billed tokens, added to `SessionState.projected_billed`."""
+    projected_spared: float | None = None
+    """Shadow mode's projected sparing, added to `SessionState.projected_spared`."""
+    turn: dict[str, Any] | None = None
+    """The answered turn's record (small, JSON-serialisable): appended to the session's turn
+    log (`StateStore.turns`) and counted in `SessionState.turns`."""
 
 
 NOTHING = Observed()
@@ -240,13 +271,29 @@ def take_observed(state: SessionState, observed: Observed) -> int | None:
         state.billed = (state.billed or 0.0) + observed.billed
     if observed.spared is not None and math.isfinite(observed.spared):
         state.spared = (state.spared or 0.0) + observed.spared
+    if observed.projected_billed is not None and math.isfinite(observed.projected_billed):
+        state.projected_billed = (state.projected_billed or 0.0) + observed.projected_billed
+    if observed.projected_spared is not None and math.isfinite(observed.projected_spared):
+        state.projected_spared = (state.projected_spared or 0.0) + observed.projected_spared
+    if observed.turn is not None:
+        state.turns += 1
     if observed.cached is None or observed.cached < 0:
         return None
     previous, state.cached = state.cached, observed.cached
     return previous
 
 
-OBSERVED_FIELDS = ("calibration", "reach", "cached", "mark", "billed", "spared")
+OBSERVED_FIELDS = (
+    "calibration",
+    "reach",
+    "cached",
+    "mark",
+    "billed",
+    "spared",
+    "projected_billed",
+    "projected_spared",
+    "turns",
+)
 """The `SessionState` fields only `observe` writes (what answers taught the session)."""
 
 
@@ -259,9 +306,8 @@ def keep_observed(state: SessionState, stored: SessionState | None) -> SessionSt
 
 
 def without_observed(state: SessionState) -> SessionState:
-    """`state` without its `OBSERVED_FIELDS` (a store that keeps them apart)."""
-    blank: dict[str, Any] = dict.fromkeys(OBSERVED_FIELDS)
-    return replace(state, **blank)
+    """`state` with its `OBSERVED_FIELDS` at their defaults (a store that keeps them apart)."""
+    return replace(state, **_OBSERVED_DEFAULTS)
 
 
 def with_observed(state: SessionState, stored: SessionState) -> SessionState:
@@ -269,6 +315,28 @@ def with_observed(state: SessionState, stored: SessionState) -> SessionState:
     apart)."""
     held = {name: getattr(stored, name) for name in OBSERVED_FIELDS}
     return replace(state, **{name: value for name, value in held.items() if value is not None})
+
+
+def turn_blob(turn: Mapping[str, Any]) -> bytes | None:
+    """A turn record as a turn log stores it (`schema.TURN_SCHEMA`); None when it cannot be
+    serialised (the turn is counted, not logged)."""
+    try:
+        return orjson.dumps({**turn, VERSION: TURN_SCHEMA})
+    except (orjson.JSONEncodeError, TypeError):
+        return None
+
+
+def decode_turn(blob: bytes | str) -> dict[str, Any] | None:
+    """A stored turn record without its version; None when unreadable or of a version this
+    reader does not know."""
+    try:
+        record = orjson.loads(blob)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or version_of(record) != TURN_SCHEMA:
+        return None
+    record.pop(VERSION, None)
+    return record
 
 
 def encode_state(state: SessionState) -> bytes:
@@ -288,6 +356,9 @@ def encode_state(state: SessionState) -> bytes:
             "baseline_tokens": state.baseline_tokens,
             "compactions": state.compactions,
             "bets": state.bets,
+            "forced": state.forced,
+            "cold": state.cold,
+            "shadow": state.shadow,
             "taint": state.taint,
             "calibration": state.calibration,
             "reach": state.reach,
@@ -295,6 +366,9 @@ def encode_state(state: SessionState) -> bytes:
             "mark": state.mark,
             "billed": state.billed,
             "spared": state.spared,
+            "projected_billed": state.projected_billed,
+            "projected_spared": state.projected_spared,
+            "turns": state.turns,
             "answers": {VERSION: ANSWERS_SCHEMA, "entries": answers},
             "updated_ms": state.updated_ms,
             "settled": state.settled[-MAX_SETTLED:],
@@ -332,7 +406,10 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         plan=plan,
         baseline_tokens=_int_or_none(raw.get("baseline_tokens")),
         compactions=_int_or_none(raw.get("compactions")) or 0,
-        bets=_bets(raw),
+        bets=_counted(raw, "bets"),
+        forced=_counted(raw, "forced"),
+        cold=_counted(raw, "cold"),
+        shadow=_natural_or_zero(raw.get("shadow")),
         taint=taint if isinstance(taint, dict) else None,
         calibration=float(calibration) if _is_number(calibration) else None,
         reach=min(max(float(reach), 0.0), 1.0) if _is_number(reach) else None,
@@ -340,6 +417,9 @@ def decode_state(blob: bytes | str) -> SessionState | None:
         mark=raw["mark"] if isinstance(raw.get("mark"), dict) else None,
         billed=_finite(raw.get("billed")),
         spared=_finite(raw.get("spared")),
+        projected_billed=_finite(raw.get("projected_billed")),
+        projected_spared=_finite(raw.get("projected_spared")),
+        turns=_natural_or_zero(raw.get("turns")),
         answers=answers,
         updated_ms=_int_or_none(raw.get("updated_ms")) or 0,
         settled=_of_type(raw.get("settled"), str, MAX_SETTLED),
@@ -362,13 +442,18 @@ def kept_as_tainted(blob: bytes | str) -> bool:
     return isinstance(raw, dict) and version_of(raw) not in (1, STATE_SCHEMA)
 
 
-def _bets(raw: Mapping[str, Any]) -> int | None:
-    """The record's bets; None when it has compactions and no count (a version-1 record
-    without `bets`, or null: a count carried over from one)."""
-    bets = _int_or_none(raw.get("bets"))
-    if bets is None and (_int_or_none(raw.get("compactions")) or 0) > 0:
+def _counted(raw: Mapping[str, Any], name: str) -> int | None:
+    """A count of the record's compactions (`bets`, `forced`, `cold`); None when it has
+    compactions and no count (a record written before the count, or null: a count carried
+    over from one)."""
+    count = _int_or_none(raw.get(name))
+    if count is None and (_int_or_none(raw.get("compactions")) or 0) > 0:
         return None
-    return bets or 0
+    return count or 0
+
+
+def _natural_or_zero(value: Any) -> int:
+    return value if _natural(value) else 0
 
 
 def _finite(value: Any) -> float | None:
@@ -498,3 +583,11 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_OBSERVED_DEFAULTS: dict[str, Any] = {
+    f.name: None if f.default is MISSING else f.default
+    for f in fields(SessionState)
+    if f.name in OBSERVED_FIELDS
+}
+"""Each of the `OBSERVED_FIELDS` at its default (all are plain values)."""
