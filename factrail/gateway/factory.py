@@ -20,6 +20,7 @@ from pydantic import SecretStr
 
 from factrail import __version__, runtime
 from factrail.core import kernels
+from factrail.gateway import pages
 from factrail.gateway.bills import watch_bills
 from factrail.gateway.engine import Engine, build_engine
 from factrail.gateway.logging import configure_logging
@@ -140,6 +141,7 @@ def create_app(
         openapi_url=None,
     )
     app.include_router(ops.router)
+    app.include_router(pages.router)
     app.add_middleware(ProxiedRoutes)
     return app
 
