@@ -1,15 +1,15 @@
-"""The `factrail` command: serve, run, doctor, compact, eval, dataset, outputs, inspect,
-settings, hook.
+"""The `factrail` command: serve, run, doctor, compact, eval, report, dataset, outputs,
+inspect, settings, hook.
 
 Every subcommand reads the one settings object (`factrail.settings.Settings`: `FACTRAIL_*` and
 the TOML file); flags given on the command line override it.
 
 Every subcommand exits 0 on success and 1 on an error, printing `factrail: <error>` on stderr;
-`eval --gate` exits 1 when the gate fails. Settings that may not be used (a malformed value, an
-unknown `FACTRAIL_*` name, a broken config file, a public bind without a long admin key) stop
-every command that reads them with exit status 2 and one line naming the variable;
-`factrail settings --check` lists every problem. Imports are lazy so `factrail compact` never
-loads the web stack.
+`eval --gate` exits 1 when the gate fails, `report` 2 when it finds no session. Settings that
+may not be used (a malformed value, an unknown `FACTRAIL_*` name, a broken config file, a public
+bind without a long admin key) stop every command that reads them with exit status 2 and one
+line naming the variable; `factrail settings --check` lists every problem. Imports are lazy so
+`factrail compact` never loads the web stack.
 """
 
 from __future__ import annotations
@@ -119,6 +119,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", dest="json_out", help="write the result as JSON ('-' = stdout)")
     ev.add_argument("--report", type=Path, metavar="DIR", help="write report.md and plots")
     _judge_flags(ev, (*JUDGES, "oracle", "recorded"), default="rules")
+
+    rep = sub.add_parser("report", help="an HTML page of what factrail would bill on your sessions")
+    rep.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="session files or folders")
+    rep.add_argument("-o", "--out", type=Path, default=Path("factrail-report.html"))
+    rep.add_argument("--trigger", type=int, metavar="N", help="replay at this trigger (tokens)")
+    rep.add_argument("--price-profile", choices=("auto", "anthropic", "openai", "none"))
+    rep.add_argument("--limit", type=int, default=0, help="only the N newest sessions")
 
     ds = sub.add_parser("dataset", help="export Tev-format training records (hindsight labels)")
     dsrc = ds.add_mutually_exclusive_group(required=True)
@@ -241,6 +248,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from factrail.eval.command import run_eval
 
             return run_eval(_eval_run(args), _settings(args))
+        if args.command == "report":
+            from factrail.eval.userreport import ReportRun, run_report
+
+            report = ReportRun(
+                tuple(args.paths), args.out, args.trigger, args.price_profile, args.limit
+            )
+            return run_report(report, _settings(args))
         if args.command == "dataset":
             from factrail.eval.command import run_dataset
 
