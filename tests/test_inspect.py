@@ -294,7 +294,7 @@ def test_the_bills_of_recent_sessions_together() -> None:
     together = summary(rows)
     assert together == {
         "sessions": 3, "live": 1, "above_whole": 1, "above_unbet": 0, "worst_ratio": 1.05,
-        "ratio": 0.9667,
+        "ratio": 0.9667, "billed": 2900.0, "whole": 3000.0, "spared": 100.0, "projected": None,
     }  # fmt: skip
     text = listing(rows)
     assert "s-a  1970-01-01 00:00:00 UTC  0.800× of sent whole\n" in text

@@ -39,6 +39,7 @@ class Compactor(Protocol):
         window: int | None = None,
         cache_ttl_s: float | None = None,
         last: bool = False,
+        shadow: bool = False,
     ) -> TurnResult:
         """Re-apply, decide, judge, apply the rails, save, persist."""
         ...

@@ -70,8 +70,9 @@ SAVE_FAILURE_REASONS = ("quota", "error")
 SWEEP_REASONS = ("expired", "quota")
 ROUTES = ("chat_completions", "responses", "messages", "passthrough")
 """The `route` label: the three compaction routes, then every other path (either upstream)."""
-STEP_OUTCOMES = (*get_args(Outcome), "failed-open")
-"""The `x-factrail` value of a proxied request: what the compaction step made of it."""
+STEP_OUTCOMES = (*get_args(Outcome), "failed-open", "shadow", "bypass")
+"""The `x-factrail` value of a proxied request: what the compaction step made of it (`shadow`:
+it ran on a copy and the request went as sent; `bypass`: `X-Factrail-Bypass: 1`)."""
 MISS_LABELS = (*sorted(MISS_REASONS), "other")
 STATUS_CLASSES = ("2xx", "4xx", "5xx")
 
@@ -326,6 +327,22 @@ class Metrics:
             buckets=(0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0),
             registry=r,
         )
+        self.projected_compactions = Counter(
+            p + "projected_compactions",
+            "Compactions shadow mode decided and did not send (FACTRAIL_MODE=shadow).",
+            registry=r,
+        )
+        self.projected_spared = Counter(
+            p + "projected_spared_input_tokens",
+            "Billed-equivalent input tokens the turns shadow mode forwarded whole would have cost"
+            " less through factrail (kept_out) and more (rewritten); their bill as sent is"
+            " factrail_billed_input_tokens_total.",
+            ["part"],
+            registry=r,
+        )
+        self._projected_kept_out, self._projected_rewritten = (
+            self.projected_spared.labels(part) for part in ("kept_out", "rewritten")
+        )
         self.upstream_connections = Gauge(
             p + "upstream_connections",
             "Upstream pool connections: busy, idle, and orphaned (busy with no request in "
@@ -391,21 +408,25 @@ class Metrics:
         ratio = summary["ratio"]
         self.recent_bill_ratio.set(math.nan if ratio is None else ratio)  # none: no value
 
+    def record_projected(self, bill: TurnBill) -> None:
+        """What one answered turn forwarded whole in shadow mode would have cost less and more
+        through factrail."""
+        self._projected_kept_out.inc(max(bill.kept_out, 0.0))
+        self._projected_rewritten.inc(max(bill.rewritten, 0.0))
+
+    def record_projected_turn(self, result: TurnResult) -> None:
+        """Count a step run in shadow mode: its judge calls, redactions, saved outputs and
+        fence as `record_turn` does, and a compaction it decided as projected (nothing it
+        decided was sent)."""
+        self._record_step(result)
+        if result.outcome == "compacted":
+            self.projected_compactions.inc()
+
     def record_turn(self, result: TurnResult, seconds: float) -> None:
         """Count what one compaction step did."""
         if result.reapplied:
             self.reapplied.inc(result.reapplied)
-        for kind, count in result.judge_outcomes.items():
-            label = kind if kind == "ok" or kind in JUDGE_ERROR_KINDS else "error"
-            self.judge_requests.labels(result.judge, label).inc(count)
-        for family, count in result.redactions.items():
-            self.redactions.labels(family).inc(count)
-        for reason, count in result.save_failures.items():
-            self.save_failures.labels(reason).inc(count)
-        if result.fenced:
-            self.fenced.inc()
-        if result.decision is not None:
-            self.decisions.labels(result.decision).inc()
+        self._record_step(result)
         if result.outcome != "compacted":
             return
         self.compactions.labels(result.judge, result.reason or "threshold").inc()
@@ -419,6 +440,20 @@ class Metrics:
         self.tokens_saved.inc(max(result.tokens_before - result.tokens_after, 0))
         self.invalidated.observe(result.invalidated_tokens)
         self.session_compactions.observe(result.compactions)
+
+    def _record_step(self, result: TurnResult) -> None:
+        """What a step did whether or not what it decided was sent."""
+        for kind, count in result.judge_outcomes.items():
+            label = kind if kind == "ok" or kind in JUDGE_ERROR_KINDS else "error"
+            self.judge_requests.labels(result.judge, label).inc(count)
+        for family, count in result.redactions.items():
+            self.redactions.labels(family).inc(count)
+        for reason, count in result.save_failures.items():
+            self.save_failures.labels(reason).inc(count)
+        if result.fenced:
+            self.fenced.inc()
+        if result.decision is not None:
+            self.decisions.labels(result.decision).inc()
 
     def record_sweep(self, report: SweepReport) -> None:
         """One sweep of the saved outputs."""

@@ -13,10 +13,9 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import httpx
 import orjson
@@ -25,18 +24,29 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from factrail.core.formats.base import Document, join_text
-from factrail.core.formats.responses import asks_compaction
-from factrail.core.tokens import estimate_tokens
 from factrail.gateway import openai_marks
-from factrail.gateway.cache_marks import Anchor, CacheMarks, requested_ttl
-from factrail.gateway.engine import Compactor, Engine
-from factrail.gateway.errors import StreamShape, anthropic_error, openai_error
+from factrail.gateway.answers import Answers, Links
+from factrail.gateway.cache_marks import Anchor, CacheMarks
+from factrail.gateway.clients import client_name
+from factrail.gateway.engine import Engine
+from factrail.gateway.errors import anthropic_error, openai_error
 from factrail.gateway.logging import log_request
 from factrail.gateway.metrics import Metrics
+from factrail.gateway.prepared import Prepared
 from factrail.gateway.relay import Relay
 from factrail.gateway.request_body import Forward, Reject, classify
-from factrail.gateway.sessions import SessionMemory, bill, cache_broke, reach_share
+from factrail.gateway.request_facts import (
+    asks_summary,
+    extra_tokens,
+    raw_path,
+    requested_cache_ttl,
+    requested_window,
+    stream_shape,
+    system_text,
+    with_system,
+)
+from factrail.gateway.routing import RESPONSES, Provider, Route
+from factrail.gateway.sessions import SessionMemory
 from factrail.gateway.upstream import (
     HeaderRules,
     carries_secret,
@@ -48,26 +58,28 @@ from factrail.gateway.upstream import (
     withhold_query,
 )
 from factrail.gateway.usage import UsageReader
-from factrail.policy.cost import EXTENDED_RETENTION_S, duration_s, model_ttl_s, writes_billed
+from factrail.policy.cost import writes_billed
 from factrail.policy.provenance import evidence, previous_id
 from factrail.policy.trigger import soft_line
 from factrail.session import TurnResult
 from factrail.session.fencing import TaintRecords, fence_unread
 from factrail.session.keys import alias_keys
 from factrail.settings import Settings
-from factrail.stores.state import NOTHING, Observed
 
 log = logging.getLogger("factrail.proxy")
+
+Answer = Response | Relay
+"""What the gateway answers with: a whole response or a relayed stream."""
 
 CALIBRATION_HEADROOM = 1.5
 MODEL_PEEK_BYTES = 4096
 _MODEL = re.compile(rb'"model"\s*:\s*"([^"\\]{1,200})"')
 OUTCOME_HEADER = "x-factrail"
+BYPASS_HEADER = "x-factrail-bypass"
+"""`X-Factrail-Bypass: 1` forwards one request untouched, in any mode (the fence still reads
+it: taint is sticky)."""
 COMPACTIONS_HEADER = "x-factrail-compactions"
 """How many times this session has been compacted so far (on every parsed request)."""
-MEASURED = frozenset({"pays", "forced"})
-"""Compactions whose cache read says how far the provider's cache reaches (a compaction on a
-cold cache reads nothing whatever the cache could)."""
 
 
 class RequestRejected(Exception):
@@ -78,63 +90,6 @@ class RequestRejected(Exception):
         self.status = status
         self.message = message
         self.code = code
-
-
-Provider = Literal["openai", "anthropic"]
-Answer = Response | Relay
-"""What the gateway answers with: a whole response or a relayed stream."""
-
-
-@dataclass(frozen=True)
-class Route:
-    """A proxied route: its metric label, upstream provider and, for compaction routes, where
-    the transcript lives (`field`), which parser reads it and which field holds the system
-    prompt."""
-
-    label: str
-    field: str | None = None
-    provider: Provider = "openai"
-    parser: str | None = None
-    """Key in `Engine.parsers`; defaults to `field`."""
-    system: str | None = None
-
-
-CHAT = Route("chat_completions", "messages")
-RESPONSES = Route("responses", "input")
-PASSTHROUGH = Route("passthrough")
-MESSAGES = Route("messages", "messages", "anthropic", parser="anthropic", system="system")
-ANTHROPIC_PASSTHROUGH = Route("passthrough", provider="anthropic")
-
-
-@dataclass
-class Prepared:
-    """The body to forward and what the compaction step did."""
-
-    body: bytes
-    outcome: str = "passthrough"
-    session: str | None = None
-    result: TurnResult | None = None
-    removed_share: float = 0.0
-    """Tokens the compaction step kept out of the body, over the tokens forwarded (estimates)."""
-    decoded: bool = False
-    """The body is the rewritten, decoded form of one sent under a content coding."""
-    chained: bool = False
-    """A later request may continue the answer's id on the provider's side (every Responses
-    request; an Anthropic one that keeps a thread): the id is remembered for its session."""
-    moved: Anchor | None = None
-    """Where this request's cache marker went, when not where the state store said the
-    session's last one was (stored with what the answer taught, for the session's next turn)."""
-    observe: Callable[[], None] | None = None
-    """What the answer taught the session, to store once the answer is out (state store I/O,
-    run off the event loop)."""
-
-
-class Links(Protocol):
-    """Where answer ids (Responses, Anthropic threads) are remembered across processes (a
-    `StateStore`)."""
-
-    def link(self, response_id: str, session: str) -> None: ...
-    def linked(self, response_id: str) -> str | None: ...
 
 
 class Gateway:
@@ -169,6 +124,10 @@ class Gateway:
         """The client's timeouts, for requests built without the client's merging step (which
         would also add its default headers and its cookie jar: a proxy forwards neither)."""
         self.sessions = SessionMemory()
+        self.answers = Answers(metrics, self.sessions, engine, links)
+        """Reads what each answer teaches its session."""
+        self.shadow = settings.mode == "shadow"
+        """Shadow mode: every request goes upstream as sent; the step runs on a copy."""
         self.cache_marks = CacheMarks(settings.cache_mark)
         """Places the frozen zone's cache breakpoint on Anthropic requests."""
         self.admin_key = settings.admin_key.get_secret_value()
@@ -240,7 +199,7 @@ class Gateway:
         """The response, the outcome and what the compaction step did for one request (None:
         it did not get that far); never raises."""
         try:
-            path = _raw_path(request.scope)
+            path = raw_path(request.scope)
             if has_dot_segment(path):
                 raise RequestRejected(400, "dot segments are not allowed in paths", "invalid_path")
             if any(carries_secret(path.encode("latin-1"), s) for s in self.header_rules.withheld):
@@ -279,16 +238,14 @@ class Gateway:
             kept.extend(() if fast else (plain,))
             return fast
 
+        if headers.get(BYPASS_HEADER, "").strip() == "1":
+            return await self._bypass(route, body, headers)
         verdict = classify(body, headers, limit=self.settings.max_body_bytes, small=small)
         if isinstance(verdict, Reject):
             raise RequestRejected(verdict.status, verdict.message, verdict.code)
         if isinstance(verdict, Forward):
-            if kept and isinstance(self.links, TaintRecords):  # forwarded unread: fence reads it
-                parsers, field, name = self.engine.parsers, route.field, route.parser or route.field
-                read = lambda d: _with_system(parsers[name](d[field]), _system_text(d, route))  # noqa: E731
-                key, chain = self.engine.session_key, self.sessions.answered_by
-                unread = (self.fence, self.links, kept[0], headers, read, key, chain)
-                await asyncio.to_thread(fence_unread, *unread)
+            if kept:  # forwarded unread: the fence reads it
+                await self._fence_unread(route, kept[0], headers)
             return Prepared(body)
         data = verdict.data
         items, model = data.get(route.field), data.get("model")
@@ -301,14 +258,14 @@ class Gateway:
             if self.settings.test_fail_compaction:
                 phase = "injected"
                 raise RuntimeError("FACTRAIL_TEST_FAIL_COMPACTION is set")
-            system = _system_text(data, route)
-            doc = _with_system(parse(items), system)
+            system = system_text(data, route)
+            doc = with_system(parse(items), system)
             chained = route is RESPONSES or isinstance(data.get("thread"), dict)
             await self._recall_chain(data)
             session = self.engine.session_key(headers, data, doc, model, self.sessions.answered_by)
             phase = "compact"
             started = time.perf_counter()
-            extra = _extra_tokens(data, doc)
+            extra = extra_tokens(data, doc)
             compactor = self.engine.compactor
             identities = alias_keys(headers, data, doc, model, self.sessions.answered_by, session)
             seen = evidence(data, doc.messages, identities)
@@ -320,8 +277,14 @@ class Gateway:
                 evidence=seen,
                 window=requested_window(route.provider, headers),
                 cache_ttl_s=requested_cache_ttl(route.provider, data),
-                last=_asks_summary(route, data),
+                last=asks_summary(route, data),
+                shadow=self.shadow,
             )
+            client = client_name(headers)
+            if self.shadow:
+                self.metrics.record_projected_turn(result)
+                original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
+                return shadowed(body, session, result, original, chained, client, model)
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
             wire = items if document is None else document
@@ -333,7 +296,10 @@ class Gateway:
                 marked = openai_marks.place(data, wire, doc, result.frozen_through, chat=chat)
             document = document if marked is None else marked
             if document is None:
-                return Prepared(body, result.outcome, session, result, chained=chained, moved=moved)
+                return Prepared(
+                    body, result.outcome, session, result, chained=chained, moved=moved,
+                    whole_tokens=result.tokens_after, client=client, model=model,
+                )  # fmt: skip
             sent = result.estimated_sent
             original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
             removed = max(original - sent, 0) / sent if sent > 0 else 0.0
@@ -342,19 +308,43 @@ class Gateway:
             sent_body = orjson.dumps(data)
             return Prepared(
                 sent_body, result.outcome, session, result, removed, verdict.decoded, chained,
-                moved=moved,
+                moved=moved, whole_tokens=calibrated(original, result), client=client, model=model,
             )  # fmt: skip
         except Exception:
             log.warning("compaction failed open", extra={"fields": {"phase": phase}}, exc_info=True)
             self.metrics.failures.labels(phase).inc()
             return Prepared(body, "failed-open", session)
 
+    async def _bypass(self, route: Route, body: bytes, headers: Headers) -> Prepared:
+        """`X-Factrail-Bypass: 1`: the body goes upstream as sent, compacted in no mode; the
+        fence still reads it (a fenced call it holds taints its session for the turns after)."""
+        plain: list[bytes] = []
+
+        def keep(decoded: bytes) -> bool:  # every body is "small": none is parsed
+            plain.append(decoded)
+            return True
+
+        verdict = classify(body, headers, limit=self.settings.max_body_bytes, small=keep)
+        if plain and not isinstance(verdict, Reject):
+            await self._fence_unread(route, plain[0], headers)
+        return Prepared(body, "bypass")
+
+    async def _fence_unread(self, route: Route, plain: bytes, headers: Headers) -> None:
+        """Let the fence read a body forwarded without the step (`fence_unread`)."""
+        if self.engine is None or route.field is None or not isinstance(self.links, TaintRecords):
+            return
+        parsers, field, name = self.engine.parsers, route.field, route.parser or route.field
+        read = lambda d: with_system(parsers[name](d[field]), system_text(d, route))  # noqa: E731
+        key, chain = self.engine.session_key, self.sessions.answered_by
+        unread = (self.fence, self.links, plain, headers, read, key, chain)
+        await asyncio.to_thread(fence_unread, *unread)
+
     async def _forward(
         self, request: Request, route: Route, prepared: Prepared, start: float
     ) -> Answer:
         scope = request.scope
         query = withhold_query(scope["query_string"], self.header_rules.withheld)
-        url = upstream_url(self.bases[route.provider], _raw_path(scope), query)
+        url = upstream_url(self.bases[route.provider], raw_path(scope), query)
         upstream_request = httpx.Request(
             scope["method"],
             url,
@@ -384,9 +374,10 @@ class Gateway:
         reader = UsageReader(route.provider)
         if route.field is None or "text/event-stream" in content_type:
             headers["x-accel-buffering"] = "no"
-            relay = Relay(upstream, headers, shape=_stream_shape(route, content_type))
+            relay = Relay(upstream, headers, shape=stream_shape(route, content_type))
             if route.field is not None:  # a compaction route: its usage is read on the way past
-                relay.tap, relay.done = reader.feed, partial(self._answered, prepared, reader)
+                done = partial(self.answers.answered, prepared, reader)
+                relay.tap, relay.done = reader.feed, done
             relay.raw_headers.extend(set_cookies(upstream.headers))
             return relay
         try:
@@ -398,7 +389,7 @@ class Gateway:
         finally:
             await upstream.aclose()
         reader.read_body(content)
-        self._answered(prepared, reader)
+        self.answers.answered(prepared, reader)
         answer = Response(content, status_code=upstream.status_code, headers=headers)
         answer.raw_headers.extend(set_cookies(upstream.headers))
         return answer
@@ -427,127 +418,32 @@ class Gateway:
             if session is not None:
                 self.sessions.remember(previous, session)
 
-    def _answered(self, prepared: Prepared, reader: UsageReader) -> None:
-        """Count the usage the upstream reported; for a session, remember which session an id
-        a later request may continue answered, and leave what the answer taught the session
-        (calibration, cache reach, cache read, where its marker went, its share of the
-        session's bill) for `serve` to store
-        (`Prepared.observe`)."""
-        usage = reader.usage
-        removed = 0
-        if usage is not None:
-            removed = round(usage.prompt * prepared.removed_share)
-            self.metrics.record_usage(usage, removed, prepared.outcome)
-        session = prepared.session
-        if session is None:
-            return
-        if reader.response_id is not None and prepared.chained:
-            self.sessions.remember(reader.response_id, session)
-            if self.links is not None:  # for the other workers and replicas, off the loop
-                loop = asyncio.get_running_loop()
-                loop.run_in_executor(None, self.links.link, reader.response_id, session)
-        if self.engine is None:
-            return
-        result = prepared.result
-        compacted = prepared.outcome == "compacted"
-        mark = prepared.moved.record() if prepared.moved is not None else None
-        taught, prompt, estimated = Observed(mark=mark), 0, 0
-        if usage is not None and not usage.compacted:  # the provider's compaction: none is ours
-            reach = None
-            if (
-                compacted
-                and result is not None
-                and result.decision in MEASURED
-                and usage.reports_cache
-            ):
-                reach = reach_share(usage.read, result.tokens_after - result.invalidated_tokens)
-                if reach is not None:
-                    self.metrics.cache_reach.observe(reach)
-            turn_bill = bill(usage, removed, result) if result is not None else None
-            if turn_bill is not None:
-                self.metrics.record_bill(turn_bill)
-            taught = Observed(
-                reach=reach,
-                cached=usage.read,
-                mark=mark,
-                billed=turn_bill.billed if turn_bill else None,
-                spared=turn_bill.spared if turn_bill else None,
-            )
-            prompt, estimated = usage.prompt, result.estimated_sent if result is not None else 0
-        if taught != NOTHING:
-            compactor = self.engine.compactor
-            prepared.observe = partial(
-                self._observe, compactor, session, prompt, estimated, taught, compacted
-            )
 
-    def _observe(
-        self,
-        compactor: Compactor,
-        session: str,
-        prompt: int,
-        estimated: int,
-        taught: Observed,
-        compacted: bool,
-    ) -> None:
-        """Store what an answer taught its session (in a thread, once the answer is out) and
-        count a cache break against the session's previous turn, wherever that one ran."""
-        previous = compactor.observe_usage(session, prompt, estimated, taught)
-        if taught.cached is not None and cache_broke(previous, taught.cached, compacted):
-            self.metrics.cache_breaks.inc()
+def calibrated(estimate: int, result: TurnResult) -> int:
+    """An uncalibrated estimate at the turn's calibration (its sent tokens over their raw
+    estimate)."""
+    if result.estimated_sent <= 0:
+        return estimate
+    return round(estimate * result.tokens_after / result.estimated_sent)
 
 
-def _asks_summary(route: Route, data: Mapping[str, Any]) -> bool:
-    """Whether the request asks the provider to compact its transcript (no turn follows on it):
-    Anthropic's `compaction` parameter, a Responses input ending with a `compaction_trigger`."""
-    if route.provider == "anthropic":
-        return isinstance(data.get("compaction"), dict)
-    return route is RESPONSES and asks_compaction(data.get("input"))
-
-
-def _stream_shape(route: Route, content_type: str) -> StreamShape | None:
-    """The shape of an error event in the route's event stream; None for any other body."""
-    if "text/event-stream" not in content_type:
-        return None
-    if route.provider == "anthropic":
-        return "anthropic"
-    return "responses" if route is RESPONSES else "openai"
-
-
-def _raw_path(scope: Scope) -> str:
-    """The path as the client sent it: `%2F` in an id must not become a path separator."""
-    raw = scope.get("raw_path")
-    return raw.decode("latin-1") if isinstance(raw, bytes) else str(scope["path"])
-
-
-def _system_text(data: dict[str, Any], route: Route) -> str:
-    """The route's top-level system prompt (a string or text blocks) as text; "" when none."""
-    return join_text(data.get(route.system)) if route.system else ""
-
-
-def _with_system(doc: Document, system: str) -> Document:
-    """`doc` with a top-level system prompt counted among its system texts (the session key)."""
-    if system:
-        doc.system_texts.append(system)
-    return doc
-
-
-def _extra_tokens(data: dict[str, Any], doc: Document) -> int:
-    """Estimated tokens outside the transcript, which the provider counts too: tool
-    definitions (also as a Responses `additional_tools` item), `instructions` and every system
-    text (`system` / `developer` messages of chat and Responses, Anthropic's top-level
-    `system`)."""
-    extra = sum(estimate_tokens(text) for text in doc.system_texts)
-    tools = data.get("tools")
-    if tools:
-        extra += estimate_tokens(orjson.dumps(tools).decode())
-    instructions = data.get("instructions")
-    if isinstance(instructions, str):
-        extra += estimate_tokens(instructions)
-    items = data.get("input")
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict) and item.get("type") == "additional_tools":
-            extra += estimate_tokens(orjson.dumps(item.get("tools")).decode())  # Codex on GPT-6
-    return extra
+def shadowed(
+    body: bytes,
+    session: str,
+    result: TurnResult,
+    original: int,
+    chained: bool,
+    client: str | None,
+    model: str,
+) -> Prepared:
+    """Shadow mode: the client's own bytes go upstream; what the step would have sent is kept
+    for the answer's projected bill (`removed_share`: its removed tokens over the whole)."""
+    whole = calibrated(original, result)
+    removed = max(whole - result.tokens_after, 0) / whole if whole > 0 else 0.0
+    return Prepared(
+        body, "shadow", session, result, removed, chained=chained, shadow=True,
+        whole_tokens=whole, client=client, model=model,
+    )  # fmt: skip
 
 
 def _error(
@@ -563,36 +459,3 @@ def _error(
 def _transport_error(route: Route, status: int, message: str, prepared: Prepared) -> Response:
     code = "upstream_timeout" if status == 504 else "upstream_unreachable"
     return _error(route, status, message, code, {OUTCOME_HEADER: prepared.outcome})
-
-
-LONG_CONTEXT_BETA = "context-1m"
-"""The `anthropic-beta` flag (`context-1m-2025-08-07`) that gives a Claude model a window of a
-million tokens."""
-LONG_CONTEXT_TOKENS = 1_000_000
-
-
-def requested_cache_ttl(provider: str, data: Mapping[str, Any]) -> float | None:
-    """The prompt cache's lifetime a request asked for, or its model keeps, when known: the
-    longest of an Anthropic request's `cache_control` markers (one hour with `ttl: "1h"`);
-    OpenAI's 24-hour retention (`prompt_cache_retention: "24h"`), `prompt_cache_options.ttl`
-    (`"30m"`), or the 30 minutes of the GPT-5.6 family on (`cost.model_ttl_s`)."""
-    if provider == "anthropic":
-        ttl = requested_ttl(data)
-        return float(ttl) if ttl is not None else None
-    if data.get("prompt_cache_retention") == "24h":
-        return EXTENDED_RETENTION_S
-    model = data.get("model")
-    options = data.get("prompt_cache_options")
-    asked = duration_s(options.get("ttl")) if isinstance(options, Mapping) else None
-    kept = model_ttl_s(model) if isinstance(model, str) else None
-    return max((t for t in (asked, kept) if t is not None), default=None)
-
-
-def requested_window(provider: str, headers: Headers) -> int | None:
-    """The context window a request asked for, when it says: a Claude request with the 1M
-    context beta has 1M tokens, not the model's default (its trigger, danger line and the size
-    past which even recent results give way all follow)."""
-    if provider != "anthropic":
-        return None
-    betas = ",".join(headers.getlist("anthropic-beta")).lower()
-    return LONG_CONTEXT_TOKENS if LONG_CONTEXT_BETA in betas else None

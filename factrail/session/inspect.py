@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,51 @@ def bill(state: SessionState) -> dict[str, float] | None:
     }
 
 
+def projected(state: SessionState) -> dict[str, float] | None:
+    """Shadow mode's projection for the session: the compactions it decided and did not send,
+    what its answered turns would have been billed through factrail, what they were billed sent
+    whole (as they went), and the ratio; None when no turn was projected."""
+    if state.projected_billed is None:
+        return None
+    billed, spared = state.projected_billed, state.projected_spared or 0.0
+    whole = billed + spared
+    return {
+        "compactions": state.shadow,
+        "billed": round(billed, 1),
+        "spared": round(spared, 1),
+        "whole": round(whole, 1),
+        "ratio": round(billed / whole, 4) if whole > 0 else 1.0,
+    }
+
+
+def taint_tool(state: SessionState) -> str | None:
+    """The first fenced tool the session's taint record names (None: not tainted, or a record
+    that names none)."""
+    if not holds_taint(state.taint) or state.taint is None:
+        return None
+    sample = state.taint.get("sample")
+    first = sample[0] if isinstance(sample, list) and sample else None
+    return str(first)[:MAX_NAME] if first is not None else None
+
+
+MAX_NAME = 80
+"""The longest tool, client or model name a report shows."""
+
+
+def sent_compactions(state: SessionState) -> int:
+    """The compactions that were sent (shadow mode's are projected, not sent)."""
+    return max(state.compactions - state.shadow, 0)
+
+
+def latest(turns: Sequence[Mapping[str, Any]], name: str) -> str | None:
+    """The newest turn record's `name` (client, model), as a short string."""
+    for turn in reversed(turns):
+        value = turn.get(name)
+        if isinstance(value, str) and value:
+            return value[:MAX_NAME]
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Recent:
     """One recent session as the listing shows it."""
@@ -48,6 +93,14 @@ class Recent:
     bets: int | None = 0
     """Of its compactions, those the cost gate ran on a bet that they pay back (None: not
     counted, a version-1 session record with compactions and no `bets`)."""
+    forced: int | None = 0
+    cold: int | None = 0
+    client: str | None = None
+    model: str | None = None
+    turns: int = 0
+    tainted: bool = False
+    taint_tool: str | None = None
+    projected: dict[str, float] | None = None
 
 
 def summary(rows: Sequence[Recent]) -> dict[str, Any]:
@@ -59,6 +112,8 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
     settled = [(r, b) for r, b in known if not r.live]
     above = [(r, b) for r, b in settled if b["spared"] < 0]
     billed, whole = sum(b["billed"] for _, b in known), sum(b["whole"] for _, b in known)
+    shadowed = [r.projected for r in rows if r.projected is not None]
+    p_billed, p_whole = sum(p["billed"] for p in shadowed), sum(p["whole"] for p in shadowed)
     return {
         "sessions": len(known),
         "live": len(known) - len(settled),
@@ -66,6 +121,19 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
         "above_unbet": sum(1 for r, _ in above if r.bets == 0),
         "worst_ratio": max((b["ratio"] for _, b in above), default=None),
         "ratio": round(billed / whole, 4) if whole > 0 else None,
+        "billed": round(billed, 1),
+        "whole": round(whole, 1),
+        "spared": round(whole - billed, 1),
+        "projected": {
+            "sessions": len(shadowed),
+            "compactions": sum(int(p["compactions"]) for p in shadowed),
+            "billed": round(p_billed, 1),
+            "whole": round(p_whole, 1),
+            "spared": round(p_whole - p_billed, 1),
+            "ratio": round(p_billed / p_whole, 4) if p_whole > 0 else None,
+        }
+        if shadowed
+        else None,
     }
 
 
@@ -88,7 +156,25 @@ def recent_bills(
         if loaded.billed is None and not loaded.compactions and not loaded.plan:
             continue
         live = ms >= live_from_ms
-        rows.append(Recent(session, ms, bill(loaded), live, loaded.compactions, loaded.bets))
+        last = store.turns(session, 1)
+        rows.append(
+            Recent(
+                session,
+                ms,
+                bill(loaded),
+                live,
+                sent_compactions(loaded),
+                loaded.bets,
+                loaded.forced,
+                loaded.cold,
+                latest(last, "client"),
+                latest(last, "model"),
+                loaded.turns,
+                holds_taint(loaded.taint),
+                taint_tool(loaded),
+                projected(loaded),
+            )
+        )
     return rows
 
 
@@ -102,20 +188,49 @@ def recent_report(rows: Sequence[Recent]) -> dict[str, Any]:
             "bill": r.bill,
             "compactions": r.compactions,
             "bets": r.bets,
+            "forced": r.forced,
+            "cold": r.cold,
+            "client": r.client,
+            "model": r.model,
+            "turns": r.turns,
+            "tainted": r.tainted,
+            "taint_tool": r.taint_tool,
+            "projected": r.projected,
         }
         for r in rows
     ]
     return {"sessions": sessions, "summary": summary(rows)}
 
 
-def report(session: str, state: SessionState) -> dict[str, Any]:
+def report(
+    session: str,
+    state: SessionState,
+    turns: Sequence[Mapping[str, Any]] = (),
+    lines: Callable[[str], Mapping[str, int | None]] | None = None,
+) -> dict[str, Any]:
     """The session's compactions (newest last; those of a version this reader does not know
-    left out: `schema.COMPACTION_SCHEMA`) and its standing figures, as JSON, with no
-    capability in them (`without_capabilities`)."""
+    left out: `schema.COMPACTION_SCHEMA`), its turn log (`turns`: oldest first, each numbered
+    from the session's count of answered turns) and its standing figures, as JSON, with no
+    capability in them (`without_capabilities`); `lines(model)`: the soft line, trigger,
+    danger line and window of the session's model (`lines`: None without it)."""
+    model = latest(turns, "model")
+    first = state.turns - len(turns) + 1
     return {
         "session": session,
-        "compactions": state.compactions,
+        "compactions": sent_compactions(state),
         "bets": state.bets,
+        "forced": state.forced,
+        "cold": state.cold,
+        "client": latest(turns, "client"),
+        "model": model,
+        "turns_total": state.turns,
+        "taint_tool": taint_tool(state),
+        "projected": projected(state),
+        "lines": dict(lines(model)) if lines is not None and model is not None else None,
+        "turns": [
+            {**{k: t.get(k) for k in TURN_FIELDS}, "n": max(first + i, i + 1)}
+            for i, t in enumerate(turns)
+        ],
         "baseline_tokens": state.baseline_tokens,
         "calibration": state.calibration,
         "reduced_results": len(state.plan),
@@ -131,6 +246,18 @@ def report(session: str, state: SessionState) -> dict[str, Any]:
     }
 
 
+TURN_FIELDS = (
+    "at_ms",
+    "outcome",
+    "decision",
+    "shadow",
+    "tokens_whole",
+    "tokens_sent",
+    "prompt",
+    "billed",
+    "whole_billed",
+)
+"""What a report shows of each turn record (`gateway.answers.turn_record`)."""
 HIDDEN = "<capability>"
 """What a report shows in place of a capability in a note."""
 _HEX32 = re.compile(r"(?<![0-9a-fA-F])[0-9a-fA-F]{32}(?![0-9a-fA-F])")

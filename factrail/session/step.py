@@ -167,6 +167,7 @@ class SessionCompactor:
         window: int | None = None,
         cache_ttl_s: float | None = None,
         last: bool = False,
+        shadow: bool = False,
     ) -> TurnResult:
         """Re-apply the stored plan; compact when the soft line is crossed; save; persist.
         `evidence`: what the wire request tells the fence (its decoded calls, the client's
@@ -175,7 +176,8 @@ class SessionCompactor:
         `cache_ttl_s`: the prompt cache's lifetime the client asked for, when it says (Anthropic's
         one hour, OpenAI's 24-hour retention: the cache goes cold later, and Anthropic bills
         its one-hour entries' writes at twice the input price); `last`: the
-        provider is asked to summarize the transcript (`Asked`)."""
+        provider is asked to summarize the transcript (`Asked`); `shadow`: nothing it decides is
+        sent (`Asked.shadow`)."""
         lock = self._locks.get(session)
         if lock is None:
             lock = self._locks[session] = asyncio.Lock()
@@ -185,7 +187,7 @@ class SessionCompactor:
                 return await self._step(
                     session,
                     doc,
-                    Asked(model, window, cache_ttl_s, last),
+                    Asked(model, window, cache_ttl_s, last, shadow),
                     extra_tokens,
                     evidence or Evidence(),
                     lease is not None,
@@ -371,6 +373,11 @@ class SessionCompactor:
         turn.state.compactions += 1
         if turn.state.bets is not None:
             turn.state.bets += gate.decision == "pays"
+        if turn.state.forced is not None:
+            turn.state.forced += gate.decision == "forced"
+        if turn.state.cold is not None:
+            turn.state.cold += gate.decision == "cold"
+        turn.state.shadow += turn.asked.shadow
         changed_on = self.transcript_tokens(applied.messages[first:])
         result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
         # Cut by the rescue and sent so (a result whose original could not be saved goes whole).

@@ -28,6 +28,9 @@ class Asked:
     """The request asks the provider to summarize the transcript (Anthropic's `compaction`, a
     Responses `compaction_trigger`): no turn follows on it, so no compaction pays back, and the
     summary is made from what is sent."""
+    shadow: bool = False
+    """The gateway runs in shadow mode: what the step decides is recorded, never sent (a
+    compaction is counted in `SessionState.shadow`)."""
 
 
 @dataclass(slots=True)

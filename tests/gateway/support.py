@@ -53,6 +53,8 @@ class ScriptedCompactor:
     to play two workers of one store)."""
     lasts: list[bool] = field(default_factory=list)
     """Whether each call was told the provider is asked to summarize the transcript."""
+    shadows: list[bool] = field(default_factory=list)
+    """Whether each call ran in shadow mode."""
     tokens_after: int = 250
     invalidated_tokens: int = 600
     decision: str | None = None
@@ -69,8 +71,10 @@ class ScriptedCompactor:
         window: int | None = None,
         cache_ttl_s: float | None = None,
         last: bool = False,
+        shadow: bool = False,
     ) -> TurnResult:
         self.calls.append((session, model, extra_tokens))
+        self.shadows.append(shadow)
         self.threads["compact"] = threading.get_ident()
         self.lasts.append(last)
         self.windows.append(window)

@@ -16,7 +16,7 @@ from starlette.datastructures import Headers
 
 from factrail.core.tokens import estimate_tokens
 from factrail.gateway.factory import create_app, default_engine
-from factrail.gateway.proxy import requested_window
+from factrail.gateway.request_facts import requested_window
 from factrail.settings import Settings
 from factrail.stores.memory_state import MemoryStateStore
 from factrail.stores.outputs import OutputStore

@@ -17,15 +17,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from factrail.core.redact import FAMILY_LABELS
 from factrail.gateway import metrics as metrics_module
 from factrail.gateway.metrics import COMPACTION_LABELS, ROUTES, Metrics, request_labels
-from factrail.gateway.proxy import ANTHROPIC_PASSTHROUGH, CHAT, MESSAGES, PASSTHROUGH, RESPONSES
 from factrail.gateway.relay import SHUTDOWN_CUT, UPSTREAM_CUT
+from factrail.gateway.routing import ANTHROPIC_PASSTHROUGH, CHAT, MESSAGES, PASSTHROUGH, RESPONSES
 from factrail.gateway.usage import MISS_REASONS
 from factrail.policy.decide import Reason
 from factrail.session.analyses import OUTCOMES as PREPARATION_OUTCOMES
 
 Series = dict[str, frozenset[tuple[tuple[str, str], ...]]]
 
-STEP_OUTCOMES = ("passthrough", "reapplied", "compacted", "failed-open")
+STEP_OUTCOMES = ("passthrough", "reapplied", "compacted", "failed-open", "shadow", "bypass")
 MISS = (*sorted(MISS_REASONS), "other")
 STORE_OPERATIONS = (
     "load",
@@ -37,6 +37,7 @@ STORE_OPERATIONS = (
     "linked",
     "recent",
     "ping",
+    "turns",
 )
 KNOWN: dict[str, list[dict[str, str]]] = {
     "factrail_compactions_total": [
@@ -66,6 +67,9 @@ KNOWN: dict[str, list[dict[str, str]]] = {
         {"kind": k} for k in ("uncached", "cached", "cache_write")
     ],
     "factrail_spared_input_tokens_total": [{"part": p} for p in ("kept_out", "rewritten")],
+    "factrail_projected_spared_input_tokens_total": [
+        {"part": p} for p in ("kept_out", "rewritten")
+    ],
     "factrail_upstream_cache_misses_total": [
         {"reason": r, "outcome": o} for r in MISS for o in STEP_OUTCOMES
     ],

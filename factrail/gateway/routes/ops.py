@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
@@ -12,6 +13,7 @@ from factrail.gateway.errors import openai_error
 from factrail.gateway.metrics import CONTENT_TYPE
 from factrail.gateway.proxy import Gateway
 from factrail.gateway.routes.admin import admin_denied
+from factrail.policy.trigger import Trigger, soft_line
 from factrail.session.inspect import recent_bills, recent_report, report
 from factrail.stores.outputs import OutputStore, parse_output_id
 from factrail.stores.state import StateStore
@@ -92,7 +94,7 @@ async def recent_sessions(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     read = partial(recent_bills, live_s=gateway.settings.cache_ttl_s)
     rows = [] if state is None else await run_in_threadpool(read, state, int(raw))
-    return JSONResponse(recent_report(rows))
+    return JSONResponse({"mode": gateway.settings.mode, **recent_report(rows)})
 
 
 @router.get("/v1/factrail/sessions/{session}")
@@ -102,8 +104,32 @@ async def inspect_session(request: Request, session: str) -> Response:
     denied = admin_denied(request)
     if denied is not None:
         return denied
+    gateway: Gateway = request.app.state.gateway
     state: StateStore | None = request.app.state.state_store
-    loaded = None if state is None else await run_in_threadpool(state.load, session)
-    if loaded is None:
+    data = (
+        None if state is None else await run_in_threadpool(session_report, gateway, state, session)
+    )
+    if data is None:
         return openai_error(404, "no such session", code="session_not_found")
-    return JSONResponse(report(session, loaded))
+    return JSONResponse(data)
+
+
+def session_report(gateway: Gateway, state: StateStore, session: str) -> dict[str, Any] | None:
+    """`report` of a stored session with its turn log and its model's lines (None: no such
+    session); the session route's JSON, which the session page shows."""
+    loaded = state.load(session)
+    if loaded is None:
+        return None
+    return report(session, loaded, state.turns(session), partial(model_lines, gateway.trigger))
+
+
+def model_lines(trigger: Trigger, model: str) -> dict[str, int | None]:
+    """A model's soft line, trigger, danger line and context window (tokens; the window None
+    when the table does not know it)."""
+    at = trigger.for_model(model)
+    return {
+        "soft": round(soft_line(at)),
+        "trigger": at,
+        "danger": trigger.danger(model, at),
+        "window": trigger.window_for(model),
+    }

@@ -15,13 +15,13 @@ import re
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from factrail.gateway.errors import openai_error
-from factrail.gateway.proxy import (
+from factrail.gateway.proxy import Gateway
+from factrail.gateway.routing import (
     ANTHROPIC_PASSTHROUGH,
     CHAT,
     MESSAGES,
     PASSTHROUGH,
     RESPONSES,
-    Gateway,
     Route,
 )
 
