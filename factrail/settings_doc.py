@@ -65,6 +65,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...], str], ...] = (
             "shutdown_timeout_s",
             "admin_key",
             "log_level",
+            "mode",
         ),
         """\
 The client's own `Authorization` and `OpenAI-*` headers are forwarded to the OpenAI upstream, and
@@ -178,6 +179,7 @@ and anything but a regular file of factrail's user. See `docs/outputs.md`.
             "require_claude",
             "require_native",
             "require_promtool",
+            "require_chromium",
             "hypothesis",
             "lb_port",
         ),
