@@ -309,3 +309,17 @@ def test_the_bills_of_recent_sessions_together() -> None:
     assert "cost 50 more" in render(
         {**report("s-b", SessionState(plan={}, billed=1050.0, spared=-50.0))}
     )
+
+
+def test_a_shadow_session_reports_its_projection() -> None:
+    state = SessionState(
+        plan={}, compactions=2, shadow=2, billed=1000.0, spared=0.0,
+        projected_billed=700.0, projected_spared=300.0,
+    )  # fmt: skip
+    data = report("s-shadow", state)
+    assert data["compactions"] == 0
+    assert data["projected"] == {
+        "compactions": 2, "billed": 700.0, "spared": 300.0, "whole": 1000.0, "ratio": 0.7,
+    }  # fmt: skip
+    assert "projected (shadow mode): 2 compaction(s) not sent" in render(data)
+    assert "(0.700×)" in render(data)

@@ -299,6 +299,8 @@ def render(data: Mapping[str, Any], *, results: int = 20) -> str:
     ]
     if data.get("bill"):
         lines.append(_bill_line(data["bill"]))
+    if data.get("projected"):
+        lines.append(_projected_line(data["projected"]))
     for h in data["history"]:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(h["at_ms"] / 1000))
         why = _WHY.get(h.get("decision") or "", "")
@@ -372,6 +374,15 @@ def _bill_line(b: Mapping[str, float]) -> str:
     return (
         f"bill: {b['billed']:,.0f} billed-equivalent input tokens; sent whole about"
         f" {b['whole']:,.0f} ({b['ratio']:.3f}×): {verb} {abs(b['spared']):,.0f}{more}"
+    )
+
+
+def _projected_line(p: Mapping[str, float]) -> str:
+    """`projected: …` for a session stepped in shadow mode."""
+    return (
+        f"projected (shadow mode): {int(p['compactions'])} compaction(s) not sent; through"
+        f" factrail about {p['billed']:,.0f} billed-equivalent input tokens against"
+        f" {p['whole']:,.0f} as sent ({p['ratio']:.3f}×)"
     )
 
 
