@@ -69,11 +69,11 @@ class Event:
 class Page:
     """A tab in a browser context of its own, attached over the browser's websocket."""
 
-    browser: Browser
+    browser: Browser = field(repr=False)
     target_id: str
     session_id: str
     context_id: str
-    events: list[Event] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list, repr=False)
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
         """Run a command in this page and return its result."""
@@ -189,11 +189,23 @@ class Page:
         self.browser.pages.pop(self.session_id, None)
 
     def _loaded(self, mark: int, what: str) -> int | None:
-        """Wait for a load event after event `mark`; the status of the last main document
-        response seen since."""
-        self.browser.wait(
-            lambda: any(e.method == "Page.loadEventFired" for e in self.events[mark:]), what
-        )
+        """Wait for the main frame to navigate after event `mark` and for that document's load
+        event; the status of the last main document response seen since `mark`."""
+
+        def navigated() -> int | None:
+            for n in range(mark, len(self.events)):
+                e = self.events[n]
+                if e.method == "Page.frameNavigated" and e.params["frame"]["id"] == self.target_id:
+                    return n
+            return None
+
+        def done() -> bool:
+            start = navigated()
+            return start is not None and any(
+                e.method == "Page.loadEventFired" for e in self.events[start:]
+            )
+
+        self.browser.wait(done, what)
         statuses = [
             e.params["response"]["status"]
             for e in self.events[mark:]
