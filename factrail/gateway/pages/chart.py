@@ -13,6 +13,8 @@ from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 26
+RULE_LABEL_STEP = 90
+"""How far apart the rules' labels start, so close rules keep readable labels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +77,12 @@ def line_chart(
             f'<line class="mark" x1="{sx(m):.1f}" x2="{sx(m):.1f}" y1="{TOP}"'
             f' y2="{HEIGHT - BOTTOM}"/>'
         )
-    for r in rules:
+    for i, r in enumerate(rules):
         y = sy(r.y)
         parts.append(
             f'<line class="rule rule-{escape(r.name)}" x1="{LEFT}" x2="{WIDTH - RIGHT}"'
             f' y1="{y:.1f}" y2="{y:.1f}"/><text class="rule-label rule-{escape(r.name)}"'
-            f' x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" text-anchor="end">{escape(r.name)}'
+            f' x="{LEFT + 4 + i * RULE_LABEL_STEP}" y="{y - 4:.1f}">{escape(r.name)}'
             f" {_short(r.y)}</text>"
         )
     for s in series:

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from factrail.gateway.pages import auth, views
-from factrail.gateway.pages.render import page, redirect, static
+from factrail.gateway.pages.render import PAGE_HEADERS, page, redirect, static
 from factrail.gateway.proxy import Gateway
 from factrail.gateway.routes.admin import is_admin_key, page_admitted
 
@@ -30,16 +30,14 @@ def _common(request: Request) -> dict[str, Any]:
     return {"mode": gateway.settings.mode, "now": time.time(), "signed_in": True}
 
 
-def login_form(
-    request: Request, next_path: str, *, status: int = 200, error: str | None = None
-) -> Response:
+def login_form(next_path: str, *, status: int = 200, error: str | None = None) -> Response:
     """The login form, returning to `next_path` once signed in."""
     context = {"next": next_path, "error": error, "signed_in": False, "mode": None}
     return page("login.html", context, status)
 
 
 def _refused(request: Request) -> Response:
-    response = login_form(request, auth.requested(request), status=401)
+    response = login_form(auth.requested(request), status=401)
     response.headers["www-authenticate"] = "Bearer"
     return response
 
@@ -58,9 +56,7 @@ async def sessions(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     raw = request.query_params.get("limit", "")
     limit = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_SESSIONS else DEFAULT_SESSIONS
-    read = partial(
-        views.listing, request.app.state.state_store, limit, live_s=gateway.settings.cache_ttl_s
-    )
+    read = partial(views.listing, gateway, request.app.state.state_store, limit)
     data = await run_in_threadpool(read)
     context = {
         **_common(request),
@@ -78,9 +74,8 @@ async def session_page(request: Request, session: str) -> Response:
     """One session: its tokens and cost turn by turn, and what each compaction did."""
     if not page_admitted(request):
         return _refused(request)
-    read = partial(
-        views.session_view, request.app.state.state_store, request.app.state.outputs, session
-    )
+    state, outputs = request.app.state.state_store, request.app.state.outputs
+    read = partial(views.session_view, request.app.state.gateway, state, outputs, session)
     view = await run_in_threadpool(read)
     if view is None:
         return page("missing.html", {**_common(request), "session": session}, 404)
@@ -94,7 +89,7 @@ async def login(request: Request) -> Response:
     next_path = auth.safe_next(request.query_params.get("next"))
     key = request.query_params.get("key")
     if key is None:
-        return login_form(request, next_path)
+        return login_form(next_path)
     return _sign_in(request, key, next_path)
 
 
@@ -103,13 +98,13 @@ async def login_posted(request: Request) -> Response:
     """The login form's answer (url-encoded `key` and `next`)."""
     fields = await auth.form_fields(request)
     if fields is None:
-        return login_form(request, auth.HOME, status=400, error="The form could not be read.")
+        return login_form(auth.HOME, status=400, error="The form could not be read.")
     return _sign_in(request, fields.get("key", ""), auth.safe_next(fields.get("next")))
 
 
 def _sign_in(request: Request, key: str, next_path: str) -> Response:
     if not is_admin_key(request, key.strip()):
-        return login_form(request, next_path, status=401, error="That is not the admin key.")
+        return login_form(next_path, status=401, error="That is not the admin key.")
     gateway: Gateway = request.app.state.gateway
     return redirect(next_path, auth.sign_in_cookie(gateway.admin_key, request))
 
@@ -125,7 +120,7 @@ async def static_file(name: str) -> Response:
     """The stylesheet and the script (nothing else is served from here)."""
     found = static(name)
     if found is None:
-        return Response("not found", status_code=404, media_type="text/plain")
+        return Response("not found", 404, headers=PAGE_HEADERS, media_type="text/plain")
     return found
 
 

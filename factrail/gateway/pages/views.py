@@ -11,7 +11,9 @@ from typing import Any
 
 from factrail.gateway.pages.chart import Rule, Series, line_chart
 from factrail.gateway.pages.compare import Compared, compare
-from factrail.session.inspect import recent_bills, recent_report, report
+from factrail.gateway.proxy import Gateway
+from factrail.gateway.routes.ops import session_report
+from factrail.session.inspect import recent_bills, recent_report
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import SessionState, StateStore
 
@@ -25,10 +27,11 @@ MAX_COMPARED = 12
 """Reduced results shown beside their originals per compaction; the rest are only listed."""
 
 
-def listing(store: StateStore | None, limit: int, *, live_s: float) -> dict[str, Any]:
+def listing(gateway: Gateway, store: StateStore | None, limit: int) -> dict[str, Any]:
     """The sessions route's JSON for the `limit` most recent records."""
+    live_s = gateway.settings.cache_ttl_s
     rows = [] if store is None else recent_bills(store, limit, live_s=live_s)
-    return recent_report(rows)
+    return {"mode": gateway.settings.mode, **recent_report(rows)}
 
 
 def above_line(summary: Mapping[str, Any]) -> str | None:
@@ -79,13 +82,13 @@ class SessionView:
 
 
 def session_view(
-    store: StateStore | None, outputs: OutputStore | None, session: str
+    gateway: Gateway, store: StateStore | None, outputs: OutputStore | None, session: str
 ) -> SessionView | None:
     """The session's page, or None when the store has no such session."""
-    state = None if store is None else store.load(session)
-    if state is None:
+    data = None if store is None else session_report(gateway, store, session)
+    state = None if store is None or data is None else store.load(session)
+    if data is None or state is None:
         return None
-    data = report(session, state)
     wholes = _wholes(state)
     compactions = []
     for index, record in enumerate(data.get("history", ())):
