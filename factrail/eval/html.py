@@ -14,7 +14,7 @@ from factrail.core.redact import redact
 from factrail.eval.svg import Point, ratio_plot, tokens, turns_plot
 from factrail.eval.userreport import Figures, Report
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"
 
 CSS = """
 :root { --bg:#ffffff; --fg:#1b1f24; --muted:#5b6570; --line:#d9dee3; --panel:#f6f8fa;
@@ -23,7 +23,7 @@ CSS = """
   :root { --bg:#0f1216; --fg:#e6e8eb; --muted:#9aa4ae; --line:#2a3038; --panel:#171b21;
     --accent:#60a5fa; --erase:#f59e0b; --whole:#6b7480; --good:#4ade80; --bad:#f87171; } }
 * { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 1180px; padding: 28px 24px 48px; background: var(--bg);
+body { margin: 0 auto; max-width: 1280px; padding: 28px 24px 48px; background: var(--bg);
   color: var(--fg); font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 32px 0 8px; }
 p.sub, .note { color: var(--muted); margin: 0 0 16px; }
@@ -52,12 +52,13 @@ p.sub, .note { color: var(--muted); margin: 0 0 16px; }
 .sw.w { background: var(--whole); border-radius: 2px; height: 3px; vertical-align: 2px; }
 table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums;
   font-size: 13px; }
-th, td { padding: 6px 8px; border-bottom: 1px solid var(--line); text-align: right;
+th, td { padding: 6px 6px; border-bottom: 1px solid var(--line); text-align: right;
   white-space: nowrap; }
 th { position: sticky; top: 0; background: var(--bg); font-weight: 600; cursor: pointer;
   user-select: none; white-space: normal; vertical-align: bottom; font-size: 12px; }
 th:first-child, td:first-child, th.t, td.t { text-align: left; }
-td:first-child { max-width: 260px; overflow: hidden; text-overflow: ellipsis; }
+.cut { display: inline-block; max-width: 170px; overflow: hidden; text-overflow: ellipsis;
+  vertical-align: bottom; } td.t .cut { max-width: 110px; }
 tbody tr:hover { background: var(--panel); }
 tfoot td { font-weight: 600; border-top: 2px solid var(--line); }
 .good { color: var(--good); } .bad { color: var(--bad); }
@@ -89,7 +90,7 @@ COLUMNS = (
     ("turns", ""),
     ("largest request", ""),
     ("largest via factrail", ""),
-    ("compactions", ""),
+    ("compac&shy;tions", ""),
     ("billed: factrail", ""),
     ("erase rule", ""),
     ("everything", ""),
@@ -102,6 +103,11 @@ COLUMNS = (
 def _safe(text: str) -> str:
     """Redacted, then escaped."""
     return escape(redact(text).text)
+
+
+def _cut(text: str) -> str:
+    """Redacted, escaped, cut to the column's width with an ellipsis."""
+    return f'<span class="cut">{_safe(text)}</span>'
 
 
 def _ratio(value: float) -> str:
@@ -122,8 +128,9 @@ def _facts(kept: int, other: int, needed: int) -> str:
 def _row(f: Figures) -> str:
     vs_erase = f.billed_factrail / f.billed_erase if f.billed_erase else 1.0
     return (
-        f'<tr><td title="{_safe(f.name)}">{_safe(f.name)}</td><td class="t">{_safe(f.client)}'
-        f'</td><td class="t">{_safe(f.model) or "–"}</td>'
+        f'<tr><td title="{_safe(f.name)}">{_cut(f.name)}</td>'
+        f'<td class="t" title="{_safe(f.client)}">{_cut(f.client)}</td>'
+        f'<td class="t" title="{_safe(f.model)}">{_cut(f.model or "–")}</td>'
         f"{_num(f.turns)}{_num(f.peak_whole)}{_num(f.peak_factrail)}{_num(f.compactions)}"
         f"{_num(f.billed_factrail)}{_num(f.billed_erase)}{_num(f.billed_everything)}"
         f"{_ratio(f.ratio_factrail)}{_ratio(vs_erase)}"
@@ -179,7 +186,7 @@ def _settings_line(r: Report) -> str:
 
 
 def _table(r: Report) -> str:
-    head = "".join(f'<th class="{c}">{escape(n)}</th>' for n, c in COLUMNS)
+    head = "".join(f'<th class="{c}">{n}</th>' for n, c in COLUMNS)  # constant, safe HTML
     rows = "".join(_row(f) for f in sorted(r.sessions, key=lambda f: -f.billed_everything))
     everything = r.total("billed_everything")
     factrail = r.total("billed_factrail")

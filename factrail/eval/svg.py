@@ -124,7 +124,7 @@ def ratio_plot(points: Sequence[Point]) -> str:
     x_lo = lo_size / pad if log else max(0.0, lo_size - (hi_size - lo_size) * 0.05)
     x_hi = hi_size * pad if log else hi_size + (hi_size - lo_size) * 0.05 + 1
     ratios = [r for p in points for r in (p.factrail, p.erase)] or [1.0]
-    y_lo = min(math.floor(min(ratios) * 10) / 10, 0.9)
+    y_lo = max(min(math.floor(min(ratios) * 10) / 10 - 0.05, 0.9), 0.0)
     y_hi = max(math.ceil(max(ratios) * 20) / 20, 1.05)
     x = Axis(x_lo, x_hi, LEFT, WIDTH - RIGHT, log)
     y = Axis(y_lo, y_hi, HEIGHT - BOTTOM, TOP)
