@@ -384,28 +384,32 @@ def at(value: Any, path: str) -> Any:
 
 
 def test_the_figures_on_the_pages_are_the_json_api_values(site: Site) -> None:
+    """Every `data-field` lies at a path of the JSON API's answer and holds its value there."""
     c = site.client
     listing = c.get("/v1/factrail/sessions", headers=bearer(site)).json()
     rows = {s["session"]: s for s in listing["sessions"]}
-    compared = 0
-    for row, field, raw in parsed(c.get("/factrail/", headers=bearer(site)).text).figures:
-        assert raw is not None, field
+    figures = parsed(c.get("/factrail/", headers=bearer(site)).text).figures
+    for row, field, raw in figures:
         expected = at(rows[row] if row else listing, field)
-        if expected is not MISSING:
-            assert json.loads(raw) == expected, (row, field)
-            compared += 1
-    assert compared >= 2 * 6
+        assert expected is not MISSING, (row, field)
+        assert raw is not None and json.loads(raw) == expected, (row, field)
+    crafted = {f for row, f, _ in figures if row == CRAFTED}
+    assert {"bill.billed", "bill.whole", "bill.spared", "bill.ratio", "compactions"} <= crafted
+    assert {"turns", "client", "model", "tainted", "updated_ms"} <= crafted
+    assert {"summary.spared", "summary.ratio", "mode"} <= {f for row, f, _ in figures if not row}
     for session in (site.driven, CRAFTED):
         data = c.get(f"/v1/factrail/sessions/{session}", headers=bearer(site)).json()
         page = c.get(f"/factrail/sessions/{session}", headers=bearer(site)).text
         fields = {f: raw for _, f, raw in parsed(page).figures}
         for field, raw in fields.items():
             expected = at(data, field)
-            if expected is not MISSING:
-                assert raw is not None and json.loads(raw) == expected, (session, field)
+            assert expected is not MISSING, (session, field)
+            assert raw is not None and json.loads(raw) == expected, (session, field)
         for name in ("first_changed_message", "invalidated_tokens", "saved_tokens_per_turn"):
             assert f"history.0.{name}" in fields
-        assert {"compactions", "bill.billed", "bill.ratio"} <= set(fields)
+        assert {"compactions", "bets", "forced", "cold", "reduced_results"} <= set(fields)
+        assert ("bill.billed" in fields) == (data["bill"] is not None)
+    assert data["bill"] is not None
 
 
 def test_the_session_page_shows_the_note_and_the_omitted_lines(site: Site) -> None:

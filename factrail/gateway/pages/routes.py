@@ -65,6 +65,7 @@ async def sessions(request: Request) -> Response:
         "summary": data.get("summary") or {},
         "above": views.above_line(data.get("summary") or {}),
         "refresh": REFRESH_S,
+        "mode_field": True,
     }
     return page("sessions.html", context)
 
