@@ -50,6 +50,10 @@ FLAGS = (
 )
 
 
+CONSOLE_PROBLEMS = ("error", "warning", "assert")
+"""The console calls a page is faulted for."""
+
+
 class CdpError(RuntimeError):
     """A command answered with an error, or something awaited did not arrive in time."""
 
@@ -95,11 +99,7 @@ class Page:
         found: list[str] = []
         for e in self.events:
             p = e.params
-            if e.method == "Runtime.consoleAPICalled" and p["type"] in (
-                "error",
-                "warning",
-                "assert",
-            ):
+            if e.method == "Runtime.consoleAPICalled" and p["type"] in CONSOLE_PROBLEMS:
                 text = " ".join(str(a.get("value", a.get("description", ""))) for a in p["args"])
                 found.append(f"console.{p['type']}: {text}")
             elif e.method == "Runtime.exceptionThrown":
