@@ -330,6 +330,9 @@ def test_no_page_shows_a_capability_or_the_key(site: Site) -> None:
     assert "&lt;capability&gt;" in shown[2]
 
 
+VOID = frozenset({"br", "hr", "img", "input", "link", "meta"})
+
+
 class Figures(HTMLParser):
     """Every `data-field` with its `data-value`, under the session row (if any) it lies in;
     and the text of each element of class `note`, and of each line of a result."""
@@ -347,13 +350,15 @@ class Figures(HTMLParser):
             self.row = a.get("data-session")
         if "data-field" in a:
             self.figures.append((self.row, a["data-field"] or "", a.get("data-value")))
+        if tag in VOID:
+            return
         classes = (a.get("class") or "").split()
         self._open.append(next((c for c in ("note", "omitted", "kept") if c in classes), None))
         if self._open[-1] is not None:
             self.texts.append((self._open[-1], ""))
 
     def handle_endtag(self, tag: str) -> None:
-        if self._open:
+        if tag not in VOID and self._open:
             self._open.pop()
 
     def handle_data(self, data: str) -> None:
@@ -486,3 +491,8 @@ def test_a_result_beside_its_original_is_cut_and_hides_capabilities() -> None:
     assert [line for line, kept in shown.original if kept] == ["row 3"]
     assert shown.sent is not None and capability not in "".join(shown.sent)
     assert compare(None, "x", None).original is None
+
+
+def test_the_bare_prefix_leads_to_the_list(site: Site) -> None:
+    r = site.client.get("/factrail", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/factrail/"
