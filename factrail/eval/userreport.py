@@ -271,7 +271,7 @@ def build(run: ReportRun, settings: Settings, stream: TextIO | None = None) -> R
     bar = Bar(len(files), out)
     largest: tuple[int, Path, int] | None = None  # (peak tokens, file, index in sessions)
     for done, path in enumerate(files):
-        bar.draw(done, path.name)
+        bar.draw(done, shown_name(path))
         outcome = _one(path, run, settings)
         if isinstance(outcome, Skipped):
             report.skipped.append(outcome)
@@ -314,6 +314,8 @@ def run_report(run: ReportRun, settings: Settings, stream: TextIO | None = None)
     """Write the page; exit status 0, or `NO_SESSIONS` when no session could be replayed."""
     from factrail.eval.html import page
 
+    if run.trigger is not None and run.trigger <= 0:
+        raise ValueError("--trigger must be a positive number of tokens")
     out = sys.stderr if stream is None else stream
     report = build(run, settings, out)
     if not report.sessions:

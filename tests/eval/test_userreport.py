@@ -140,3 +140,11 @@ def test_the_bar_is_drawn_on_a_terminal_only(tmp_path: Path) -> None:
     frames = [f.rstrip() for f in tty.getvalue().rstrip("\n").split("\r")[1:]]
     assert frames[0].endswith("0/2 one.json") and frames[1].endswith("1/2 two.json")
     assert frames[-1].endswith("2/2") and tty.getvalue().endswith("\n")
+
+
+def test_a_trigger_below_one_token_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = openai_chat(tmp_path / "a.json", steps("t", rounds=3, filler=5))
+    assert main(["report", str(path), "--trigger", "0", "-o", str(tmp_path / "r.html")]) == 1
+    assert "--trigger must be a positive number" in capsys.readouterr().err
