@@ -40,7 +40,7 @@ from factrail.policy.taint import TaintScan
 from factrail.policy.trigger import due
 from factrail.session.analyses import Analyses, Observe, collector_paused
 from factrail.session.fencing import Aliases, fence_turn
-from factrail.session.gate import CostGate, Gate, past
+from factrail.session.gate import CostGate, Decision, Gate, past
 from factrail.session.history import compaction_record
 from factrail.session.judging import JudgeRound
 from factrail.session.options import EngineOptions
@@ -371,13 +371,10 @@ class SessionCompactor:
                 result.document = turn.emit(turn.work)
             return result
         turn.state.compactions += 1
-        if turn.state.bets is not None:
-            turn.state.bets += gate.decision == "pays"
-        if turn.state.forced is not None:
-            turn.state.forced += gate.decision == "forced"
-        if turn.state.cold is not None:
-            turn.state.cold += gate.decision == "cold"
-        turn.state.shadow += turn.asked.shadow
+        if turn.asked.shadow:  # projected, never sent: `bets`, `forced`, `cold` count sent ones
+            turn.state.shadow += 1
+        else:
+            count(turn.state, gate.decision)
         changed_on = self.transcript_tokens(applied.messages[first:])
         result.invalidated_tokens = math.ceil(changed_on * turn.ratio)
         # Cut by the rescue and sent so (a result whose original could not be saved goes whole).
@@ -545,3 +542,14 @@ def _entry_for(plan: Mapping[str, PlanEntry], tool_use_id: str, original: str) -
     lends nothing: not its reduction, not its briefed arguments)."""
     entry = plan.get(tool_use_id)
     return entry if entry is not None and entry.original_hash == text_hash(original) else None
+
+
+def count(state: SessionState, decision: Decision | None) -> None:
+    """Count a sent compaction by why the cost gate ran it (a count that is None, of a record
+    from before it was kept, stays None)."""
+    if state.bets is not None:
+        state.bets += decision == "pays"
+    if state.forced is not None:
+        state.forced += decision == "forced"
+    if state.cold is not None:
+        state.cold += decision == "cold"

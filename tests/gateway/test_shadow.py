@@ -123,6 +123,7 @@ def test_shadow_mode_sends_the_clients_bytes_and_projects_the_compaction(shadow:
     projected = data["projected"]
     assert projected is not None and projected["compactions"] >= 1
     assert data["compactions"] == 0  # nothing was compacted on the wire
+    assert (data["bets"], data["forced"], data["cold"]) == (0, 0, 0)  # of those sent
     assert 0 < projected["billed"] < projected["whole"]
     assert projected["ratio"] == round(projected["billed"] / projected["whole"], 4)
     turns = data["turns"]

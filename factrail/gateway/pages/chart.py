@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from markupsafe import Markup, escape
 
 WIDTH, HEIGHT = 720, 240
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 12, 26
-RULE_LABEL_STEP = 90
-"""How far apart the rules' labels start, so close rules keep readable labels."""
+LEFT, RIGHT, TOP, BOTTOM = 56, 88, 12, 26
+"""Margins; the rules' labels sit in the right one, clear of the lines."""
+RULE_LABEL_GAP = 13
+"""The least vertical distance between two rules' labels, so close rules keep readable labels."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +78,16 @@ def line_chart(
             f'<line class="mark" x1="{sx(m):.1f}" x2="{sx(m):.1f}" y1="{TOP}"'
             f' y2="{HEIGHT - BOTTOM}"/>'
         )
-    for i, r in enumerate(rules):
+    for r in rules:
         y = sy(r.y)
         parts.append(
             f'<line class="rule rule-{escape(r.name)}" x1="{LEFT}" x2="{WIDTH - RIGHT}"'
-            f' y1="{y:.1f}" y2="{y:.1f}"/><text class="rule-label rule-{escape(r.name)}"'
-            f' x="{LEFT + 4 + i * RULE_LABEL_STEP}" y="{y - 4:.1f}">{escape(r.name)}'
-            f" {_short(r.y)}</text>"
+            f' y1="{y:.1f}" y2="{y:.1f}"/>'
+        )
+    for r, y in label_places([(r, sy(r.y)) for r in rules]):
+        parts.append(
+            f'<text class="rule-label rule-{escape(r.name)}" x="{WIDTH - RIGHT + 6}"'
+            f' y="{y + 4:.1f}">{escape(r.name)} {_short(r.y)}</text>'
         )
     for s in series:
         if not s.points:
@@ -117,3 +121,16 @@ def _short(value: float) -> str:
         if abs(value) >= size:
             return f"{value / size:.3g}{unit}"
     return f"{value:.3g}"
+
+
+def label_places(rules: Sequence[tuple[Rule, float]]) -> list[tuple[Rule, float]]:
+    """Each rule with the height of its label: its own, pushed down (then, past the bottom,
+    up) so no two labels are closer than `RULE_LABEL_GAP`."""
+    placed: list[tuple[Rule, float]] = []
+    for rule, y in sorted(rules, key=lambda item: item[1]):
+        low = placed[-1][1] + RULE_LABEL_GAP if placed else TOP
+        placed.append((rule, max(y, low)))
+    overflow = (placed[-1][1] - (HEIGHT - BOTTOM)) if placed else 0.0
+    if overflow > 0:
+        placed = [(rule, y - overflow) for rule, y in placed]
+    return placed
