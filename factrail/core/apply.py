@@ -91,7 +91,7 @@ def brief_value(value: Any, cap: int) -> Any:
 
 
 def _tokens_of(
-    messages: Sequence[Message], count: Callable[[str], int]
+    messages: Sequence[Message], count: Callable[[str], int], input_text: Callable[[ToolUse], str]
 ) -> tuple[int, dict[int, int]]:
     """The transcript's size (`transcript_tokens`), and each result's size by the result
     object's `id`."""
@@ -99,7 +99,7 @@ def _tokens_of(
     total = 0
     for m in messages:
         total += count(m.text)
-        total += sum(count(input_json(u)) for u in m.tool_uses)
+        total += sum(count(input_text(u)) for u in m.tool_uses)
         for r in m.tool_results:
             sizes[id(r)] = n = count(r.text)
             total += n
@@ -350,14 +350,23 @@ def apply(
     arguments go whole. `min_cut`: the rails' tiers reduce a result only when that saves at
     least this many chars beyond its note (past the hard line any gain counts)."""
     uses: dict[str, ToolUse] = {}
+    as_json: dict[int, str] = {}  # each input's `input_json`, by the use object's `id`
     for m in messages:
         for u in m.tool_uses:
             uses.setdefault(u.tool_use_id, u)
-    before, sizes = _tokens_of(messages, count)
-    rerunnable = rerunnable_ids(messages)
+            as_json[id(u)] = input_json(u)
+
+    def input_text(use: ToolUse) -> str:
+        return as_json[id(use)]
+
+    before, sizes = _tokens_of(messages, count, input_text)
+    rerunnable = rerunnable_ids(messages, input_text)
     engine = Renderer(head_chars, selection, Analysis() if memo is None else memo, count)
     engine.contexts = message_contexts(
-        messages, engine.memo.tokens, lambda text: engine.scan_of(text).occurrences
+        messages,
+        engine.memo.tokens,
+        lambda text: engine.scan_of(text).occurrences,
+        input_text,
     )
     slots: list[Slot] = []
     growth = _NoteGrowth(phrase, count)
@@ -389,10 +398,10 @@ def apply(
         {s.tool_use_id for s in slots if s.final},
         rerunnable,
         calls_kept,
-        lambda ids: _notes(messages, ids, engine.text_facts),
+        lambda ids: _notes(messages, ids, engine.text_facts, input_text),
     )
     brief_gain = sum(
-        estimate_tokens(compact_json(uses[i].input)) - estimate_tokens(compact_json(new))
+        estimate_tokens(input_text(uses[i])) - estimate_tokens(compact_json(new))
         for i, new in briefed.items()
     )
     after = before - brief_gain - sum(s.tokens - engine.render(s, 0).tokens for s in slots)
@@ -488,7 +497,10 @@ def _briefs(
 
 
 def _notes(
-    messages: Sequence[Message], ids: AbstractSet[str], facts: Callable[[str], frozenset[str]]
+    messages: Sequence[Message],
+    ids: AbstractSet[str],
+    facts: Callable[[str], frozenset[str]],
+    input_text: Callable[[ToolUse], str] = input_json,
 ) -> set[str]:
     """The calls among `ids` that wrote down what the agent read: at least `NOTES_FACTS` of
     their arguments' fact tokens of `NOTES_TOKEN_CHARS` or more showed in earlier results (a
@@ -498,7 +510,7 @@ def _notes(
     for i, m in enumerate(messages):
         for u in m.tool_uses:
             if u.tool_use_id in ids:
-                tokens = frozenset(t for t in facts(input_json(u)) if len(t) >= NOTES_TOKEN_CHARS)
+                tokens = frozenset(t for t in facts(input_text(u)) if len(t) >= NOTES_TOKEN_CHARS)
                 if len(tokens) >= NOTES_FACTS:
                     written.append((i, u.tool_use_id, tokens))
     wanted = frozenset().union(*(tokens for _, _, tokens in written))

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from factrail.core.model import Message, ToolUse, result_texts
+from factrail.core.model import Message, ToolUse, input_json, result_texts
 from factrail.core.text import compact_json
 
 _MUTABLE_SOURCE = re.compile(
@@ -163,8 +163,9 @@ def _segment_reads(segment: str) -> bool:
     return verb in READ_VERBS
 
 
-def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
-    """Whether re-running this call gives back the same output (a read, not an observation)."""
+def reproducible(tool: str, input: Mapping[str, Any], *, as_json: str | None = None) -> bool:
+    """Whether re-running this call gives back the same output (a read, not an observation);
+    `as_json`: `compact_json(input)`, when the caller has it."""
     if tool in EDITOR_TOOLS and tool not in READ_TOOLS and input.get("command") != "view":
         return False
     if tool in CODE_TOOLS:
@@ -172,7 +173,7 @@ def reproducible(tool: str, input: Mapping[str, Any]) -> bool:
         return bool(commands) and all(reproducible("exec_command", {"cmd": c}) for c in commands)
     if tool not in READ_TOOLS and tool not in EDITOR_TOOLS and tool not in SHELL_TOOLS:
         return False  # before the input is searched: a write's input may be a whole file
-    if _MUTABLE_SOURCE.search(compact_json(input)):
+    if _MUTABLE_SOURCE.search(compact_json(input) if as_json is None else as_json):
         return False
     if tool in READ_TOOLS or tool in EDITOR_TOOLS:
         return True
@@ -273,8 +274,11 @@ def _same_file(a: str, b: str) -> bool:
     return bool(short) and long.endswith("/" + short)
 
 
-def rerunnable_ids(messages: Sequence[Message]) -> set[str]:
-    """Calls whose re-run would give back the same output *now*.
+def rerunnable_ids(
+    messages: Sequence[Message], input_text: Callable[[ToolUse], str] = input_json
+) -> set[str]:
+    """Calls whose re-run would give back the same output *now* (`input_text`: `input_json`,
+    or the caller's memo of it).
 
     A reproducible read stops being one once a later call in the transcript edits a file it read
     (by its arguments, or, for searches and listings, a file its output names): re-running it
@@ -286,7 +290,7 @@ def rerunnable_ids(messages: Sequence[Message]) -> set[str]:
         for u in m.tool_uses:
             for p in edited_paths(u.tool, u.input):
                 edits.setdefault(p.rsplit("/", 1)[-1], []).append((p, i))
-            if reproducible(u.tool, u.input):
+            if reproducible(u.tool, u.input, as_json=input_text(u)):
                 reads.append((i, u))
     if not edits:
         return {u.tool_use_id for _, u in reads}

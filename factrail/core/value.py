@@ -18,7 +18,7 @@ from ahocorasick import Automaton
 
 from factrail.core.candidate_tokens import Tokens, token_occurrences, toks
 from factrail.core.kernels import active
-from factrail.core.model import Message, input_json
+from factrail.core.model import Message, ToolUse, input_json
 
 _K = active()
 
@@ -52,12 +52,14 @@ def message_contexts(
     messages: Sequence[Message],
     tokens: Tokens = toks,
     text_tokens: Callable[[str], Collection[str]] | None = None,
+    input_text: Callable[[ToolUse], str] = input_json,
 ) -> dict[str, ValueContext]:
     """The value context of every result, by tool_use_id (a later duplicate wins).
 
     `text_tokens(text)` is `toks(text)` of a whole output, from a memo the caller keeps anyway
     (its token scans): with the C kernels, scanning each output once beats finding what the
     agent said in them with an Aho–Corasick pass (pyahocorasick walks non-ASCII text slowly).
+    `input_text` is `input_json`, or the caller's memo of it.
     """
     outs: list[tuple[int, str, str, str]] = []  # (event index, id, text, last input)
     spoken: list[tuple[int, str]] = []  # assistant texts and inputs, by event index
@@ -77,7 +79,7 @@ def message_contexts(
             spoken.append((n, m.text))
             n += 1
             for u in m.tool_uses:
-                last_input = own_input[u.tool_use_id] = input_json(u)
+                last_input = own_input[u.tool_use_id] = input_text(u)
                 spoken.append((n, last_input))
                 n += 1
     said = sum(len(text) for _, text in spoken)
