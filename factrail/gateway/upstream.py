@@ -30,7 +30,15 @@ HOP_BY_HOP = frozenset(
     }
 )
 """Headers that describe one connection, not the message (RFC 9110 §7.6.1)."""
-REQUEST_DROP = HOP_BY_HOP | {"host", "content-length", "accept-encoding", "x-factrail-session"}
+REQUEST_DROP = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "x-factrail-session",
+    "x-factrail-bypass",
+}
+"""Also factrail's own request headers (`X-Factrail-Session`, `X-Factrail-Bypass`): for factrail,
+never forwarded."""
 RAW_REQUEST_DROP = frozenset(name.encode() for name in REQUEST_DROP)
 IDENTITY = (b"accept-encoding", b"identity")
 ANTHROPIC_ONLY = (b"x-api-key", b"anthropic-")

@@ -31,9 +31,11 @@ class Upstream:
     half the prompt."""
 
     bodies: list[bytes] = field(default_factory=list)
+    headers: list[httpx.Headers] = field(default_factory=list)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.bodies.append(request.content)
+        self.headers.append(request.headers)
         raw = request.content
         if request.headers.get("content-encoding") == "gzip":
             raw = gzip.decompress(raw)
@@ -166,6 +168,7 @@ def test_the_bypass_header_forwards_one_request_untouched(tmp_path: Path, mode: 
         r = post(g, raw, "bypassed", **{"x-factrail-bypass": "1"})
         assert r.headers["x-factrail"] == "bypass"
         assert g.upstream.bodies == [raw]
+        assert "x-factrail-bypass" not in g.upstream.headers[0]  # factrail's own header
         r = post(g, raw, "bypassed")  # the next request is stepped again
         assert r.headers["x-factrail"] == ("compacted" if mode == "compact" else "shadow")
         assert counter(g, "factrail_requests_total", route="chat_completions", outcome="bypass",
