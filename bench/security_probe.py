@@ -1842,7 +1842,8 @@ def class_harvest(ctx: Context) -> list[Result]:
         "/v1/factrail//sessions", "/V1/FACTRAIL/SESSIONS", "/v1/Factrail/sessions",
         "/v1/factrail/%73essions", "/v1/factrail/sessions%2F", "/v1/factrail/sessions;x=1",
         "/v1/factrail/./sessions", f"/v1/factrail/sessions/{skey}/", "/v1/%66actrail/sessions",
-        "/factrail/sessions", "/factrail/login", "/factrail/", "/docs", "/openapi.json",
+        "/factrail/sessions", "/factrail/login", "/factrail/", f"/factrail/sessions/{skey}",
+        "/factrail/static/../sessions", "/factrail//", "/docs", "/openapi.json",
         "/v1/factrail", "/v1/factrail/outputs/", "/v1/factrail/outputs",
         f"/v1/factrail/sessions/{urllib.parse.quote(skey, safe='')}%00",
     ]  # fmt: skip
@@ -1867,7 +1868,10 @@ def class_harvest(ctx: Context) -> list[Result]:
                     continue
                 status, body = raw_request(port, method, path.encode(), headers)
                 served = 200 <= status < 300
-                cap = _holds_cap(body.decode("utf-8", "replace"), caps)
+                text = body.decode("utf-8", "replace")
+                if path == "/factrail/login" and served:  # the sign-in form is public: no data
+                    served = any(k in text for k in keys) or 'name="key"' not in text
+                cap = _holds_cap(text, caps)
                 res.append(Result(
                     "3 harvest", f"{method} {path} with {label}", CORE, served or bool(cap),
                     f"status {status}, body {body[:200]!r}"))  # fmt: skip
@@ -1879,6 +1883,10 @@ def class_harvest(ctx: Context) -> list[Result]:
         _, body = raw_request(port, "GET", f"/v1/factrail/sessions/{k}".encode(),
                               [(b"authorization", b"Bearer " + key.encode())])  # fmt: skip
         reads.append((f"GET /v1/factrail/sessions/{k}", body.decode("utf-8", "replace")))
+    for path in ["/factrail/", *(f"/factrail/sessions/{k}" for k in keys[:20])]:
+        _, body = raw_request(port, "GET", path.encode(),
+                              [(b"authorization", b"Bearer " + key.encode())])  # fmt: skip
+        reads.append((f"GET {path}", body.decode("utf-8", "replace")))
     for path in ("/metrics", "/healthz", "/readyz"):
         _, body = raw_request(port, "GET", path.encode())
         reads.append((f"GET {path}", body.decode("utf-8", "replace")))
