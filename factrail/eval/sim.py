@@ -197,6 +197,22 @@ class _Run:
         self.previous = list(sent)
 
 
+def options_at(options: EngineOptions, trigger: int, window: float) -> EngineOptions:
+    """`options` with one trigger and one window for every model, and no re-arm gap: how the
+    simulation replays a transcript at a length."""
+    return replace(
+        options,
+        trigger=replace(
+            options.trigger,
+            tokens=trigger,
+            percent=0.0,
+            rearm=0,
+            by_model={},
+            windows={"": int(window)},  # every model: this length's window
+        ),
+    )
+
+
 async def simulate(
     name: str,
     messages: Sequence[Message],
@@ -250,17 +266,7 @@ async def _simulate(
         trigger = int(TRIGGER_SHARE * window)
         soft = soft_line(trigger)
         runs = {s: _Run(SimRow(name, length, s), window, meter, price) for s in strategies}
-        at_length = replace(
-            options,
-            trigger=replace(
-                options.trigger,
-                tokens=trigger,
-                percent=0.0,
-                rearm=0,
-                by_model={},
-                windows={"": int(window)},  # every model: this length's window
-            ),
-        )
+        at_length = options_at(options, trigger, window)
         compactor = runtime.compactor(
             settings,
             judge=runtime.judge(settings).required(),

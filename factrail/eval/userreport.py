@@ -30,7 +30,14 @@ from factrail.core.redact import redact
 from factrail.core.tokens import TokenCache
 from factrail.eval.progress import render
 from factrail.eval.sessions import Session, Skipped, discover, load, newest, shown_name, turns
-from factrail.eval.sim import SIM_SECRET, TRIGGER_SHARE, EngineDocument, SimRow, simulate
+from factrail.eval.sim import (
+    SIM_SECRET,
+    TRIGGER_SHARE,
+    EngineDocument,
+    SimRow,
+    options_at,
+    simulate,
+)
 from factrail.policy.cost import Profile, profile_for
 from factrail.session import EngineOptions
 from factrail.settings import Settings
@@ -209,16 +216,7 @@ async def _trace(
     length, total = length_for(session.messages, figures.trigger)
     window = total / length if length else float(total)
     at = replace(
-        options,
-        price_profile=figures.profile,
-        trigger=replace(
-            options.trigger,
-            tokens=int(TRIGGER_SHARE * window),
-            percent=0.0,
-            rearm=0,
-            by_model={},
-            windows={"": int(window)},
-        ),
+        options_at(options, int(TRIGGER_SHARE * window), window), price_profile=figures.profile
     )
     sim = settings.model_copy(update={"state_url": "memory://", "judge": "rules"})
     count = TokenCache(min_len=64)
