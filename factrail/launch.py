@@ -60,6 +60,10 @@ class Counters:
     billed: float = 0.0
     kept_out: float = 0.0
     rewritten: float = 0.0
+    projected_compactions: float = 0.0
+    """Shadow mode (`FACTRAIL_MODE=shadow`): compactions decided and not sent."""
+    projected_kept_out: float = 0.0
+    projected_rewritten: float = 0.0
 
     def __sub__(self, other: Counters) -> Counters:
         return Counters(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -70,7 +74,13 @@ _SAMPLES = {
     "factrail_compactions_total": "compactions",
     "factrail_tokens_saved_total": "tokens_saved",
     "factrail_billed_input_tokens_total": "billed",
+    "factrail_projected_compactions_total": "projected_compactions",
 }
+_PARTS = {
+    "factrail_spared_input_tokens_total": "",
+    "factrail_projected_spared_input_tokens_total": "projected_",
+}
+"""The split counters (`part`: `kept_out`, `rewritten`), by the prefix of their fields."""
 
 
 def parse_counters(text: str) -> Counters:
@@ -79,10 +89,10 @@ def parse_counters(text: str) -> Counters:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = _SAMPLES.get(sample.name)
-            if sample.name == "factrail_spared_input_tokens_total":
-                name = {"kept_out": "kept_out", "rewritten": "rewritten"}.get(
-                    sample.labels.get("part", "")
-                )
+            prefix = _PARTS.get(sample.name)
+            part = sample.labels.get("part", "")
+            if prefix is not None and part in ("kept_out", "rewritten"):
+                name = prefix + part
             if name is not None:
                 values[name] += sample.value
     return Counters(**values)
@@ -94,9 +104,17 @@ def summary_line(c: Counters) -> str:
     kept out, less what they re-wrote."""
     whole = c.billed + c.kept_out - c.rewritten
     ratio = f"{c.billed / whole:.2f}" if c.billed > 0 and whole > 0 else "n/a"
-    return (
+    line = (
         f"factrail: {_count(c.requests, 'request')}, {_count(c.compactions, 'compaction')},"
         f" billed {ratio} of sent whole, {round(c.tokens_saved):,} tokens saved"
+    )
+    if not c.projected_compactions:
+        return line
+    projected = c.billed - c.projected_kept_out + c.projected_rewritten
+    shadow = f"{projected / c.billed:.2f}" if c.billed > 0 else "n/a"
+    return (
+        f"{line}; shadow mode: {_count(c.projected_compactions, 'compaction')} not sent,"
+        f" would have billed {shadow} of what was sent"
     )
 
 

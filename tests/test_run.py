@@ -86,6 +86,27 @@ def test_the_summary_reads_the_counters_and_prices_the_bill_against_sent_whole()
     )
 
 
+SHADOW_METRICS = (
+    METRICS
+    + """\
+# TYPE factrail_projected_compactions_total counter
+factrail_projected_compactions_total 3.0
+# TYPE factrail_projected_spared_input_tokens_total counter
+factrail_projected_spared_input_tokens_total{part="kept_out"} 26000.0
+factrail_projected_spared_input_tokens_total{part="rewritten"} 3600.0
+"""
+)
+
+
+def test_in_shadow_mode_the_summary_says_what_it_would_have_billed() -> None:
+    counters = parse_counters(SHADOW_METRICS)
+    assert (counters.projected_compactions, counters.projected_kept_out) == (3, 26000)
+    assert counters.projected_rewritten == 3600
+    assert summary_line(counters).endswith(
+        "; shadow mode: 3 compactions not sent, would have billed 0.71 of what was sent"
+    )  # (78,000 - 26,000 + 3,600) / 78,000
+
+
 def test_codex_gets_the_provider_overrides_right_after_the_program() -> None:
     root = "http://127.0.0.1:4321"
     argv = client_argv(["/opt/bin/codex", "exec", "hello"], root)
