@@ -343,3 +343,18 @@ def test_in_shadow_mode_the_list_shows_the_projected_figures(
     assert any(field.startswith("projected.") for field in shown)
     assert_clean(page, shadow)
     screenshot(page, "")
+
+
+def test_in_shadow_mode_the_session_page_shows_what_would_have_been_sent(
+    page: Page, shadow: Site, screenshot: Shoot
+) -> None:
+    sign_in(page, shadow, f"/factrail/sessions/{shadow.session}")
+    report = shadow.api(f"/v1/factrail/sessions/{shadow.session}")
+    wrong = disagreements(page.evaluate(FIGURES), lambda _: report)
+    assert not wrong, "\n".join(wrong)
+    text = page.evaluate("document.body.innerText")
+    assert "as factrail would have sent them" in text
+    assert "Compactions shadow mode decided, none sent" in text
+    assert page.evaluate("document.querySelectorAll('[data-result] .omitted').length") > 0
+    assert_clean(page, shadow)
+    screenshot(page, "")
