@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -29,7 +28,6 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
-from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -43,10 +41,12 @@ from factrail.policy.taint import DEFAULT_TAINT_SKILLS, DEFAULT_TAINT_TOOLS, Tai
 from factrail.policy.trigger import Trigger
 from factrail.session.options import EngineOptions
 from factrail.settings_check import (
+    CONFIG,
     CONFIG_ENV,
     MIN_SECRET_CHARS,
     Origins,
     SettingsError,
+    TomlSource,
     admin_key_text,
     bind_problems,
     env_names,
@@ -387,7 +387,7 @@ class Settings(BaseSettings):
         config, more = read_config(path, fields, ENV_ONLY)
         problems += more
         origins = Origins(fields, values, env, config, path or "")
-        token = _CONFIG.set(config)
+        token = CONFIG.set(config)
         try:
             super().__init__(**values)
         except ValidationError as err:
@@ -395,7 +395,7 @@ class Settings(BaseSettings):
         else:
             problems += self._combinations(origins)
         finally:
-            _CONFIG.reset(token)
+            CONFIG.reset(token)
         if problems:
             raise SettingsError(problems)
         self._source = origins.source()
@@ -459,7 +459,7 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """init kwargs, then the environment, then the TOML file."""
-        return (init_settings, env_settings, _TomlSource(settings_cls))
+        return (init_settings, env_settings, TomlSource(settings_cls))
 
     # -- the typed sections --------------------------------------------------------------------
 
@@ -585,22 +585,8 @@ _CHECKS: dict[str, Callable[[Any], Any]] = {
     "model_prices": price_map,
 }
 """What each field must hold beyond its type."""
-_CONFIG: ContextVar[Mapping[str, Any] | None] = ContextVar("factrail_settings_config", default=None)
-"""The TOML file's table while one `Settings()` is being built."""
 
 
 @cache
 def _known_env() -> frozenset[str]:
     return frozenset(env_names(Settings.model_fields))
-
-
-class _TomlSource(PydanticBaseSettingsSource):
-    """The `[factrail]` table (or top level) of the TOML file named by `FACTRAIL_CONFIG`, as
-    `Settings.__init__` read and checked it."""
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        """One field's value from the file."""
-        return (_CONFIG.get() or {}).get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_CONFIG.get() or {})

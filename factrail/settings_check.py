@@ -25,6 +25,7 @@ import stat
 import tomllib
 import unicodedata
 from collections.abc import Collection, Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal, get_args, get_origin
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ import annotated_types
 import orjson
 from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo
+from pydantic_settings import PydanticBaseSettingsSource
 
 ENV_PREFIX = "FACTRAIL_"
 PREFIX_LIKENESS = 0.8
@@ -553,3 +555,19 @@ def bind_problems(host: str, admin_key: str, described: str) -> list[str]:
         f" FACTRAIL_ADMIN_KEY to a random string of at least {MIN_ADMIN_KEY_CHARS} characters"
         " (openssl rand -hex 32), or bind 127.0.0.1"
     ]
+
+
+CONFIG: ContextVar[Mapping[str, Any] | None] = ContextVar("factrail_settings_config", default=None)
+"""The TOML file's table while one `Settings()` is being built (`read_config`)."""
+
+
+class TomlSource(PydanticBaseSettingsSource):
+    """The `[factrail]` table (or top level) of the TOML file named by `FACTRAILCONFIG`, as
+    `Settings.__init__` read and checked it."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """One field's value from the file."""
+        return (CONFIG.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(CONFIG.get() or {})
