@@ -84,6 +84,21 @@ def went_through(done: subprocess.CompletedProcess[str], endpoint: str, token: s
     assert done.stderr.strip().splitlines()[-1] == summary[0]
 
 
+def reported(sessions: Path, tmp_path: Path, token: str) -> None:
+    """`factrail report` reads the session the client itself wrote down (Claude Code's project
+    folder, Codex's rollouts): one session replayed, the page written, no transcript text in
+    it (the fact the session read is not on the page)."""
+    out = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "factrail", "report", str(sessions), "-o", str(out)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.strip().endswith(f"1 session(s) → {out}")
+    page = out.read_text(encoding="utf-8")
+    assert "1 session(s) replayed" in page and token not in page
+
+
 @pytest.mark.skipif(
     not CLAUDE.exists(), reason="Claude Code not installed: run `make node-deps` (needs npm)"
 )
@@ -105,6 +120,7 @@ def test_claude_code_runs_through_factrail_run(endpoint: str, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr[-2000:]
     assert token in done.stdout
     went_through(done, endpoint, token)
+    reported(home / ".claude" / "projects", tmp_path, token)
 
 
 @pytest.mark.skipif(
@@ -133,3 +149,4 @@ def test_codex_runs_through_factrail_run_with_the_provider_overrides(
     assert done.returncode == 0, done.stderr[-2000:]
     assert token in last.read_text()
     went_through(done, endpoint, token)
+    reported(codex_home / "sessions", tmp_path, token)
