@@ -16,6 +16,7 @@ from factrail.gateway.pages import auth, views
 from factrail.gateway.pages.render import PAGE_HEADERS, page, redirect, static
 from factrail.gateway.proxy import Gateway
 from factrail.gateway.routes.admin import is_admin_key, page_admitted
+from factrail.gateway.routes.ops import sessions_report
 
 router = APIRouter(include_in_schema=False)
 
@@ -56,7 +57,7 @@ async def sessions(request: Request) -> Response:
     gateway: Gateway = request.app.state.gateway
     raw = request.query_params.get("limit", "")
     limit = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_SESSIONS else DEFAULT_SESSIONS
-    read = partial(views.listing, gateway, request.app.state.state_store, limit)
+    read = partial(sessions_report, gateway, request.app.state.state_store, limit)
     data = await run_in_threadpool(read)
     context = {
         **_common(request),

@@ -13,7 +13,6 @@ from factrail.gateway.pages.chart import Rule, Series, line_chart
 from factrail.gateway.pages.compare import Compared, compare
 from factrail.gateway.proxy import Gateway
 from factrail.gateway.routes.ops import session_report
-from factrail.session.inspect import recent_bills, recent_report
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import SessionState, StateStore
 
@@ -25,13 +24,6 @@ DECISIONS = {
 """Why a compaction ran, by the cost gate's decision."""
 MAX_COMPARED = 12
 """Reduced results shown beside their originals per compaction; the rest are only listed."""
-
-
-def listing(gateway: Gateway, store: StateStore | None, limit: int) -> dict[str, Any]:
-    """The sessions route's JSON for the `limit` most recent records."""
-    live_s = gateway.settings.cache_ttl_s
-    rows = [] if store is None else recent_bills(store, limit, live_s=live_s)
-    return {"mode": gateway.settings.mode, **recent_report(rows)}
 
 
 def above_line(summary: Mapping[str, Any]) -> str | None:

@@ -92,9 +92,14 @@ async def recent_sessions(request: Request) -> Response:
         )
     state: StateStore | None = request.app.state.state_store
     gateway: Gateway = request.app.state.gateway
-    read = partial(recent_bills, live_s=gateway.settings.cache_ttl_s)
-    rows = [] if state is None else await run_in_threadpool(read, state, int(raw))
-    return JSONResponse({"mode": gateway.settings.mode, **recent_report(rows)})
+    return JSONResponse(await run_in_threadpool(sessions_report, gateway, state, int(raw)))
+
+
+def sessions_report(gateway: Gateway, state: StateStore | None, limit: int) -> dict[str, Any]:
+    """The `limit` most recent sessions with the deployment's summary and mode: the sessions
+    route's JSON, which the sessions page shows."""
+    rows = [] if state is None else recent_bills(state, limit, live_s=gateway.settings.cache_ttl_s)
+    return {"mode": gateway.settings.mode, **recent_report(rows)}
 
 
 @router.get("/v1/factrail/sessions/{session}")
