@@ -12,7 +12,7 @@ from typing import Any
 from factrail.gateway.pages.chart import Rule, Series, line_chart
 from factrail.gateway.pages.compare import Compared, compare
 from factrail.gateway.proxy import Gateway
-from factrail.gateway.routes.ops import session_report
+from factrail.gateway.routes.ops import loaded_report
 from factrail.stores.outputs import OutputStore
 from factrail.stores.state import SessionState, StateStore
 
@@ -77,10 +77,10 @@ def session_view(
     gateway: Gateway, store: StateStore | None, outputs: OutputStore | None, session: str
 ) -> SessionView | None:
     """The session's page, or None when the store has no such session."""
-    data = None if store is None else session_report(gateway, store, session)
-    state = None if store is None or data is None else store.load(session)
-    if data is None or state is None:
+    state = None if store is None else store.load(session)
+    if store is None or state is None:
         return None
+    data = loaded_report(gateway, store, session, state)  # the session route's JSON, one load
     wholes = _wholes(state)
     compactions = []
     for index, record in enumerate(data.get("history", ())):

@@ -16,7 +16,7 @@ from factrail.gateway.routes.admin import admin_denied
 from factrail.policy.trigger import Trigger, soft_line
 from factrail.session.inspect import recent_bills, recent_report, report
 from factrail.stores.outputs import OutputStore, parse_output_id
-from factrail.stores.state import StateStore
+from factrail.stores.state import SessionState, StateStore
 
 router = APIRouter()
 
@@ -123,8 +123,13 @@ def session_report(gateway: Gateway, state: StateStore, session: str) -> dict[st
     """`report` of a stored session with its turn log and its model's lines (None: no such
     session); the session route's JSON, which the session page shows."""
     loaded = state.load(session)
-    if loaded is None:
-        return None
+    return None if loaded is None else loaded_report(gateway, state, session, loaded)
+
+
+def loaded_report(
+    gateway: Gateway, state: StateStore, session: str, loaded: SessionState
+) -> dict[str, Any]:
+    """`session_report` of a session already loaded from `state`."""
     return report(session, loaded, state.turns(session), partial(model_lines, gateway.trigger))
 
 
