@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from factrail.gateway.metrics import Metrics
 from factrail.session.inspect import recent_bills, summary
@@ -42,7 +43,8 @@ async def watch_bills(
     reading is logged and the next one runs on time."""
     while True:
         try:
-            rows = await asyncio.to_thread(recent_bills, store, limit, live_s=live_s, now=clock())
+            read = partial(recent_bills, live_s=live_s, now=clock(), last_turn=False)
+            rows = await asyncio.to_thread(read, store, limit)
         except Exception:
             log.warning("reading the recent sessions' bills failed", exc_info=True)
         else:

@@ -23,9 +23,12 @@ def bill(state: SessionState) -> dict[str, float] | None:
     """The session's bill so far (billed-equivalent input tokens, from the provider's usage, of
     the answered turns factrail stepped), what those turns would have cost sent whole
     (estimated: `policy.cost.spared`), and the ratio; None before any usage was reported."""
-    if state.billed is None:
-        return None
-    billed, spared = state.billed, state.spared or 0.0
+    return None if state.billed is None else account(state.billed, state.spared)
+
+
+def account(billed: float, spared: float | None) -> dict[str, float]:
+    """A bill against sending whole: billed, spared, whole (their sum) and the ratio."""
+    spared = spared or 0.0
     whole = billed + spared
     return {
         "billed": round(billed, 1),
@@ -41,15 +44,7 @@ def projected(state: SessionState) -> dict[str, float] | None:
     whole (as they went), and the ratio; None when no turn was projected."""
     if state.projected_billed is None:
         return None
-    billed, spared = state.projected_billed, state.projected_spared or 0.0
-    whole = billed + spared
-    return {
-        "compactions": state.shadow,
-        "billed": round(billed, 1),
-        "spared": round(spared, 1),
-        "whole": round(whole, 1),
-        "ratio": round(billed / whole, 4) if whole > 0 else 1.0,
-    }
+    return {"compactions": state.shadow, **account(state.projected_billed, state.projected_spared)}
 
 
 def taint_tool(state: SessionState) -> str | None:
@@ -138,13 +133,19 @@ def summary(rows: Sequence[Recent]) -> dict[str, Any]:
 
 
 def recent_bills(
-    store: StateStore, limit: int, *, live_s: float, now: float | None = None
+    store: StateStore,
+    limit: int,
+    *,
+    live_s: float,
+    now: float | None = None,
+    last_turn: bool = True,
 ) -> list[Recent]:
     """Of the `limit` most recently updated records, the sessions with their bills, each live
     when seen within `live_s` of `now` (default: the time now): not the fence's records of
     client session ids, nor any record with nothing to show (no bill, no compaction, no plan:
     the fence's record of a transcript's head, or a session whose first answer has not come
-    back)."""
+    back). `last_turn`: read each session's newest turn record for its client and model (the
+    listing shows them; the bills' summary does not need them)."""
     live_from_ms = ((time.time() if now is None else now) - live_s) * 1000
     rows: list[Recent] = []
     for session, ms in store.recent(limit):
@@ -156,7 +157,7 @@ def recent_bills(
         if loaded.billed is None and not loaded.compactions and not loaded.plan:
             continue
         live = ms >= live_from_ms
-        last = store.turns(session, 1)
+        last = store.turns(session, 1) if last_turn else []
         rows.append(
             Recent(
                 session,
