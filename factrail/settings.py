@@ -538,20 +538,20 @@ class Settings(BaseSettings):
 
 FENCE_LISTS = frozenset({"taint_tools", "taint_skills"})
 """Lists that `overlaid` never leaves out: the fence would fence less than was meant."""
-ENV_ONLY = frozenset(
-    {
-        "config",
-        "url",
-        "pure_python",
-        "corpus_dir",
-        "require_claude",
-        "require_native",
-        "require_promtool",
-        "require_chromium",
-        "hypothesis",
-        "lb_port",
-    }
+ENV_ONLY_NAMES = (
+    "config",
+    "url",
+    "pure_python",
+    "corpus_dir",
+    "require_claude",
+    "require_native",
+    "require_promtool",
+    "require_chromium",
+    "hypothesis",
+    "lb_port",
 )
+"""The development and deployment settings, in the order `docs/configuration.md` lists them."""
+ENV_ONLY = frozenset(ENV_ONLY_NAMES)
 """Read from the environment only: a key of the TOML file naming one is refused."""
 
 

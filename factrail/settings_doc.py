@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from factrail.settings import Settings
+from factrail.settings import ENV_ONLY_NAMES, Settings
 
 INTRO = """\
 # Configuration
@@ -171,18 +171,7 @@ and anything but a regular file of factrail's user. See `docs/outputs.md`.
     ),
     (
         "Development and deployment",
-        (
-            "config",
-            "url",
-            "pure_python",
-            "corpus_dir",
-            "require_claude",
-            "require_native",
-            "require_promtool",
-            "require_chromium",
-            "hypothesis",
-            "lb_port",
-        ),
+        ENV_ONLY_NAMES,
         """\
 These are read from the environment only (a key of the TOML file naming one is refused). They
 are declared here so that every `FACTRAIL_*` name is known, and a misspelling of any is refused.
