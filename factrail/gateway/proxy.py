@@ -283,7 +283,9 @@ class Gateway:
             client = client_name(headers)
             if self.shadow:
                 self.metrics.record_projected_turn(result)
-                original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
+                original = None  # nothing would have changed: sent whole, as it goes
+                if result.document is not None:
+                    original = compactor.transcript_tokens(doc.messages[doc.live :]) + extra
                 return shadowed(body, session, result, original, chained, client, model)
             self.metrics.record_turn(result, time.perf_counter() - started)
             document = result.document
@@ -431,14 +433,15 @@ def shadowed(
     body: bytes,
     session: str,
     result: TurnResult,
-    original: int,
+    original: int | None,
     chained: bool,
     client: str | None,
     model: str,
 ) -> Prepared:
     """Shadow mode: the client's own bytes go upstream; what the step would have sent is kept
-    for the answer's projected bill (`removed_share`: its removed tokens over the whole)."""
-    whole = calibrated(original, result)
+    for the answer's projected bill (`removed_share`: its removed tokens over the whole;
+    `original`: the whole's raw estimate, None when the step would have sent it unchanged)."""
+    whole = result.tokens_after if original is None else calibrated(original, result)
     removed = max(whole - result.tokens_after, 0) / whole if whole > 0 else 0.0
     return Prepared(
         body, "shadow", session, result, removed, chained=chained, shadow=True,
